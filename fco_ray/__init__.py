@@ -1,0 +1,9 @@
+"""fco-ray: federated composite optimization on Ray, swept with Ray Tune, logged to MLflow."""
+from .algorithms import ALGORITHMS, Algorithm, register_algorithm
+from .api import run
+from .config import ConfigError
+from .problems import PROBLEMS, ClientData, Problem, ProblemParams, register_problem
+
+__all__ = ["ALGORITHMS", "PROBLEMS", "Algorithm", "ClientData", "ConfigError", "Problem",
+           "ProblemParams", "register_algorithm", "register_problem", "run"]
+__version__ = "0.1.0"

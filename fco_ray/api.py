@@ -1,0 +1,62 @@
+"""The Python API: `fco_ray.run(config) -> pandas.DataFrame` of per-round metrics."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from .algorithms import ALGORITHMS
+from .backends import make_backend
+from .config import ConfigError, RunConfig, load_yaml, parse_run
+from .engine import run_rounds
+from .problems import build_problem
+from .problems.base import Problem
+
+
+def resolve(config) -> RunConfig:
+    """A RunConfig from a RunConfig, a dict, or a path to a YAML file."""
+    if isinstance(config, RunConfig):
+        return config
+    if isinstance(config, (str, Path)):
+        config = load_yaml(config)
+    return parse_run(config)
+
+
+def make_problem(cfg: RunConfig) -> Problem:
+    try:
+        return build_problem(cfg.problem, cfg.seed)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def run(config, *, problem: Problem | None = None,
+        on_eval: Callable[[dict], None] | None = None) -> pd.DataFrame:
+    """Run one configuration and return one row per evaluated round.
+
+    `config`: a dict, a YAML path or a RunConfig (schema: README "Configuration").
+    `problem`: a custom Problem instance to use instead of building `config["problem"]`
+    (then the config's problem section may be `{name: custom}` or omitted).
+    `on_eval`: called with each metrics row as it is computed (e.g. to log it).
+    The run's final status ("finished" or "diverged") is in `df.attrs["status"]`.
+    """
+    if isinstance(config, (str, Path)):
+        config = load_yaml(config)
+    if problem is not None and isinstance(config, dict):
+        config = {**config, "problem": {"name": "custom"}}
+    cfg = resolve(config)
+    problem = problem if problem is not None else make_problem(cfg)
+    algorithm = ALGORITHMS[cfg.algorithm.name](cfg.algorithm)
+    if cfg.algorithm.clients_per_round is not None and cfg.algorithm.clients_per_round > problem.num_clients:
+        raise ConfigError(f"algorithm.clients_per_round must be <= {problem.num_clients} "
+                          f"(the problem's training clients), got {cfg.algorithm.clients_per_round}")
+    backend = make_backend(cfg.backend.model_dump(), problem)
+    try:
+        result = run_rounds(problem, algorithm, backend, rounds=cfg.rounds,
+                            eval_every=cfg.eval_every, seed=cfg.seed, on_eval=on_eval)
+    finally:
+        backend.close()
+    df = pd.DataFrame.from_records(result.records)
+    df.attrs["status"] = result.status
+    df.attrs["config"] = cfg.model_dump(mode="json")
+    return df

@@ -1,0 +1,148 @@
+"""Validated experiment configuration: YAML / dict -> typed objects, with clear errors.
+
+Every invalid input raises `ConfigError` naming the key path, the value and what is
+allowed (the CLI turns it into exit code 2), before any work starts.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
+
+from .algorithms import ALGORITHMS, Hyper
+from .problems import PROBLEMS, ProblemParams
+
+
+class ConfigError(ValueError):
+    """Invalid user input (config file, key, value)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LocalBackendConfig(_Strict):
+    name: Literal["local"] = "local"
+    chunk_size: int = Field(1024, ge=1, description="clients stacked at once (memory bound)")
+
+
+class RayBackendConfig(_Strict):
+    name: Literal["ray"]
+    actors: int = Field(2, ge=1, description="long-lived client actors (each owns a shard)")
+    cpus_per_actor: float = Field(1.0, gt=0)
+    placement: Literal["spread", "pack"] = "spread"
+    chunk_size: int = Field(1024, ge=1)
+
+
+BackendConfig = Annotated[Union[LocalBackendConfig, RayBackendConfig], Field(discriminator="name")]
+
+
+class TrackingConfig(_Strict):
+    experiment: str = Field("fco-ray", min_length=1)
+    uri: str | None = Field(None, description="MLflow tracking URI; default sqlite:///<cwd>/mlflow.db")
+
+
+class RunConfig(_Strict):
+    problem: SerializeAsAny[ProblemParams]
+    algorithm: SerializeAsAny[Hyper]
+    rounds: int = Field(100, ge=1)
+    eval_every: int = Field(10, ge=1)
+    seed: int = Field(0, ge=0)
+    backend: BackendConfig = LocalBackendConfig()
+    tracking: TrackingConfig = TrackingConfig()
+
+
+RUN_KEYS = set(RunConfig.model_fields)
+
+
+def _describe(err: dict, prefix: str, model: type[BaseModel] | None) -> str:
+    loc = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
+    if err["type"] == "extra_forbidden" and model is not None:
+        allowed = sorted(model.model_fields)
+        return f"unknown key {loc!r}; allowed keys here: {allowed}"
+    value = err.get("input")
+    return f"{loc}: {err['msg']} (got {value!r})"
+
+
+def validate_model(model: type[BaseModel], raw: Any, prefix: str) -> BaseModel:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{prefix or 'config'} must be a mapping, got {type(raw).__name__}: {raw!r}")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        lines = [_describe(err, prefix, model) for err in e.errors()]
+        raise ConfigError("; ".join(lines)) from None
+
+
+def _named(raw: Any, key: str, registry: dict) -> str:
+    if not isinstance(raw, dict) or "name" not in raw:
+        raise ConfigError(f"{key} must be a mapping with a 'name'; allowed names: {sorted(registry)}")
+    if raw["name"] not in registry:
+        raise ConfigError(f"{key}.name: unknown {key} {raw['name']!r}; allowed: {sorted(registry)}")
+    return raw["name"]
+
+
+def parse_problem(raw: Any) -> ProblemParams:
+    name = _named(raw, "problem", PROBLEMS)
+    return validate_model(PROBLEMS[name].params, raw, "problem")
+
+
+def parse_algorithm(raw: Any) -> Hyper:
+    name = _named(raw, "algorithm", ALGORITHMS)
+    return validate_model(ALGORITHMS[name].Hyper, raw, "algorithm")
+
+
+def parse_run(raw: Any) -> RunConfig:
+    """Validate a run config dict (the schema of a sweep file minus its search space)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config must be a mapping, got {type(raw).__name__}")
+    unknown = set(raw) - RUN_KEYS
+    if unknown:
+        raise ConfigError(f"unknown top-level key(s) {sorted(unknown)}; allowed: {sorted(RUN_KEYS)}")
+    if "problem" not in raw or "algorithm" not in raw:
+        raise ConfigError("config needs both 'problem' and 'algorithm' sections")
+    rest = {k: v for k, v in raw.items() if k not in ("problem", "algorithm")}
+    fields = {"problem": parse_problem(raw["problem"]), "algorithm": parse_algorithm(raw["algorithm"])}
+    try:
+        return RunConfig.model_validate({**rest, **fields})
+    except ValidationError as e:
+        raise ConfigError("; ".join(_describe(err, "", RunConfig) for err in e.errors())) from None
+
+
+def load_yaml(path: str | Path) -> dict:
+    """Read a YAML file with the safe loader (never executes code)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: invalid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def apply_overrides(raw: dict, assignments: list[str]) -> dict:
+    """Apply `key.path=value` overrides (values parsed as YAML scalars) to a nested dict."""
+    out = yaml.safe_load(yaml.safe_dump(raw))  # deep copy of plain data
+    for item in assignments:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key.path=value, got {item!r}")
+        path, text = item.split("=", 1)
+        keys = [k for k in path.strip().split(".") if k]
+        if not keys:
+            raise ConfigError(f"--set expects key.path=value, got {item!r}")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {path}: cannot parse value {text!r}: {e}") from None
+        node = out
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {path}: {k!r} is not a mapping")
+        node[keys[-1]] = value
+    return out

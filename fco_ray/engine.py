@@ -1,0 +1,81 @@
+"""The one round loop: sample, broadcast, client work, aggregate, server update, evaluate."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .algorithms.base import Algorithm
+from .problems.base import Problem
+from .random import Key, generator
+from .tree import all_finite, size
+
+INIT_TAG = 0x1417
+
+
+@dataclass
+class RunResult:
+    records: list[dict] = field(default_factory=list)
+    status: str = "finished"  # or "diverged"
+    state: dict | None = None
+
+
+def evaluate(problem: Problem, algorithm: Algorithm, state: dict) -> dict[str, float]:
+    """Metrics of the server's output model, plus those of any extra outputs (suffixed)."""
+    metrics = problem.metrics(algorithm.output(problem, state))
+    for suffix, params in algorithm.extra_outputs(problem, state).items():
+        metrics.update({f"{k}_{suffix}": v for k, v in problem.metrics(params).items()})
+    return metrics
+
+
+def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, eval_every: int,
+               seed: int, on_eval: Callable[[dict], None] | None = None) -> RunResult:
+    """Run `rounds` communication rounds; evaluate at round 0, every `eval_every`, and last.
+
+    A non-finite broadcast or objective ends the run with status "diverged"; the records
+    then hold every metric row up to the last finite one.
+    """
+    result = RunResult()
+    state = algorithm.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
+    comm = {"floats_up": 0.0, "floats_down": 0.0}
+
+    def record(rnd: int) -> bool:
+        metrics = evaluate(problem, algorithm, state)
+        if not np.isfinite(metrics.get("train_loss", 0.0)):
+            return False
+        row = {"round": rnd, **metrics, **comm}
+        result.records.append(row)
+        if on_eval is not None:
+            on_eval(row)
+        return True
+
+    if not record(0):
+        result.status = "diverged"
+        return result
+    for rnd in range(rounds):
+        up = down = 0.0
+        for _ in range(algorithm.exchanges_per_round):
+            payload = algorithm.broadcast(state)
+            if not all_finite(payload):
+                result.status = "diverged"
+                break
+            mean = {}
+            if algorithm.uses_clients:
+                ids = algorithm.select_clients(seed, rnd, problem.num_clients)
+                with np.errstate(all="ignore"):
+                    total, weight = backend.map_clients(algorithm, payload, ids, Key(seed, rnd, ids))
+                mean = {k: v / weight for k, v in total.items()}
+                up += size(total) * len(ids)
+                down += size(payload) * len(ids)
+            with np.errstate(all="ignore"):
+                state = algorithm.server_update(problem, state, mean, rnd)
+        if result.status == "diverged":
+            break
+        comm = {"floats_up": float(up), "floats_down": float(down)}
+        done = rnd + 1
+        if (done % eval_every == 0 or done == rounds) and not record(done):
+            result.status = "diverged"
+            break
+    result.state = state
+    return result

@@ -1,0 +1,119 @@
+"""Registry of problems by name: a pydantic model of the parameters (defaults = the paper
+setting of EXPERIMENTS.md) and a builder `(params, seed) -> Problem`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .base import ClientData, Problem
+from .linear import make_lasso, make_lowrank
+
+
+class ProblemParams(BaseModel):
+    """Base of every problem's parameter model: flat, validated, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    data_seed: int | None = Field(None, ge=0, description="data seed; None = the run's seed")
+
+
+@dataclass(frozen=True)
+class ProblemSpec:
+    params: type[ProblemParams]
+    build: Callable[[ProblemParams, int], Problem]
+
+
+PROBLEMS: dict[str, ProblemSpec] = {}
+
+
+def register_problem(name: str, params: type[ProblemParams]):
+    """Decorator: `@register_problem("mine", MyParams) def build(params, seed) -> Problem`."""
+
+    def wrap(build):
+        PROBLEMS[name] = ProblemSpec(params, build)
+        return build
+
+    return wrap
+
+
+def build_problem(params: ProblemParams, seed: int) -> Problem:
+    data_seed = seed if params.data_seed is None else params.data_seed
+    return PROBLEMS[params.name].build(params, data_seed)
+
+
+def _positive_sizes(v):
+    sizes = [v] if isinstance(v, int) else list(v)
+    if not sizes or any(s < 1 for s in sizes):
+        raise ValueError(f"every client needs >= 1 sample, got {v}")
+    return v
+
+
+class LassoParams(ProblemParams):
+    """E1 federated LASSO; defaults: d = 1024, 64 clients x 128 samples, support 64."""
+
+    name: Literal["lasso"] = "lasso"
+    lam: float = Field(0.05, ge=0, allow_inf_nan=False)
+    clients: int = Field(64, ge=1)
+    samples_per_client: int | list[int] = 128
+    dim: int = Field(1024, ge=1)
+    support: int = Field(64, ge=0, description="nonzeros of w* (the first `support` coordinates)")
+    val_clients: int = Field(16, ge=1)
+    bias: Literal["zero", "gaussian"] = "zero"
+    correlation: float = Field(0.5, ge=0, lt=1)
+    noise: float = Field(1.0, ge=0, allow_inf_nan=False)
+
+    _sizes = field_validator("samples_per_client")(_positive_sizes)
+
+
+class LowRankParams(ProblemParams):
+    """E2 federated low-rank matrix estimation; defaults: 32 x 32, rank 16, 64 x 128, lam 0.1."""
+
+    name: Literal["lowrank"] = "lowrank"
+    lam: float = Field(0.1, ge=0, allow_inf_nan=False)
+    clients: int = Field(64, ge=1)
+    samples_per_client: int | list[int] = 128
+    dim: int = Field(32, ge=1)
+    rank: int = Field(16, ge=0)
+    val_clients: int = Field(16, ge=1)
+    noise: float = Field(1.0, ge=0, allow_inf_nan=False)
+
+    _sizes = field_validator("samples_per_client")(_positive_sizes)
+
+
+def _check_sizes(p):
+    if not isinstance(p.samples_per_client, int) and len(p.samples_per_client) != p.clients:
+        raise ValueError(f"problem.samples_per_client has {len(p.samples_per_client)} entries "
+                         f"but problem.clients is {p.clients}")
+
+
+@register_problem("lasso", LassoParams)
+def _lasso(p: LassoParams, seed: int) -> Problem:
+    _check_sizes(p)
+    if p.support > p.dim:
+        raise ValueError(f"problem.support must be <= problem.dim ({p.dim}), got {p.support}")
+    return make_lasso(seed=seed, **p.model_dump(exclude={"name", "data_seed"}))
+
+
+@register_problem("lowrank", LowRankParams)
+def _lowrank(p: LowRankParams, seed: int) -> Problem:
+    _check_sizes(p)
+    if p.rank > p.dim:
+        raise ValueError(f"problem.rank must be <= problem.dim ({p.dim}), got {p.rank}")
+    return make_lowrank(seed=seed, **p.model_dump(exclude={"name", "data_seed"}))
+
+
+class CustomParams(ProblemParams):
+    """Placeholder section for a Problem instance passed as `fco_ray.run(config, problem=...)`."""
+
+    name: Literal["custom"] = "custom"
+
+
+@register_problem("custom", CustomParams)
+def _custom(p: CustomParams, seed: int) -> Problem:
+    raise ValueError("problem 'custom' is not built from a config: pass the Problem instance "
+                     "as fco_ray.run(config, problem=my_problem)")
+
+
+__all__ = ["PROBLEMS", "ClientData", "Problem", "ProblemParams", "build_problem", "register_problem"]

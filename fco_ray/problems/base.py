@@ -1,0 +1,163 @@
+"""The Problem interface: federated data, stochastic gradients of a stack of clients, metrics.
+
+A problem owns its training clients' data as *stacked, padded* arrays: every array in
+`ClientData.arrays` has shape `(clients, max_samples, ...)`, and `ClientData.sizes[c]` says
+how many leading rows of client `c` are real. Losses are averages with explicit per-sample
+weights (`weight`, summing to one per client), so unequal client sizes need no special case.
+
+The composite objective is `Phi(w) = F(w) + psi(w)` with `F = (1/M) sum_m F_m`, where `F_m`
+is the mean loss over client m's samples and `psi` is `self.psi` (a `Blockwise` regularizer).
+
+To write a custom problem, subclass `Problem` and implement `init_params`,
+`loss_and_grad` and (optionally) `evaluate`; see README "Custom problems".
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..random import Key
+from ..regularizers import Blockwise
+from ..tree import Params
+
+
+@dataclass
+class ClientData:
+    """Stacked per-client arrays of shape (clients, max_samples, ...) plus true sizes."""
+
+    arrays: dict[str, np.ndarray]
+    sizes: np.ndarray
+
+    def __post_init__(self):
+        self.sizes = np.asarray(self.sizes, dtype=np.int64)
+        if self.sizes.ndim != 1 or len(self.sizes) == 0:
+            raise ValueError("ClientData.sizes must be a non-empty 1-D array of sample counts")
+        if np.any(self.sizes < 1):
+            raise ValueError(f"every client needs at least one sample, got sizes {self.sizes.min()}..")
+        for name, arr in self.arrays.items():
+            if arr.shape[:1] != self.sizes.shape or arr.shape[1] < self.sizes.max():
+                raise ValueError(
+                    f"data array {name!r} has shape {arr.shape}; expected "
+                    f"({len(self.sizes)}, >= {self.sizes.max()}, ...) for {len(self.sizes)} clients"
+                )
+
+    @classmethod
+    def from_lists(cls, per_client: list[dict[str, np.ndarray]]) -> "ClientData":
+        """Stack a list of per-client dicts of arrays (first axis = samples), padding with zeros."""
+        if not per_client:
+            raise ValueError("need at least one client")
+        names = list(per_client[0])
+        sizes = np.array([len(c[names[0]]) for c in per_client])
+        arrays = {}
+        for name in names:
+            first = np.asarray(per_client[0][name])
+            out = np.zeros((len(per_client), sizes.max()) + first.shape[1:], dtype=first.dtype)
+            for i, c in enumerate(per_client):
+                a = np.asarray(c[name])
+                if len(a) != sizes[i]:
+                    raise ValueError(f"client {i}: array {name!r} has {len(a)} rows, expected {sizes[i]}")
+                out[i, : len(a)] = a
+            arrays[name] = out
+        return cls(arrays, sizes)
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.sizes)
+
+    def take(self, rows) -> "ClientData":
+        rows = np.asarray(rows)
+        return ClientData({k: v[rows] for k, v in self.arrays.items()}, self.sizes[rows])
+
+    def full_weights(self) -> np.ndarray:
+        """(clients, max_samples) weights 1/n_c on real rows, 0 on padding."""
+        n = self.arrays[next(iter(self.arrays))].shape[1]
+        mask = np.arange(n)[None, :] < self.sizes[:, None]
+        return mask / self.sizes[:, None]
+
+    def pooled(self) -> dict[str, np.ndarray]:
+        """All real samples of all clients concatenated (for reference solvers)."""
+        mask = np.arange(self.arrays[next(iter(self.arrays))].shape[1])[None, :] < self.sizes[:, None]
+        return {k: v[mask] for k, v in self.arrays.items()}
+
+
+@dataclass
+class Problem(abc.ABC):
+    """Base class. Subclasses set `name`, `shapes` and `psi`, and implement the hooks below."""
+
+    train: ClientData
+    val: ClientData | None
+    shapes: dict[str, tuple[int, ...]]
+    psi: Blockwise
+    name: str = "custom"
+    info: dict[str, Any] = field(default_factory=dict)
+
+    # ---- hooks for subclasses ---------------------------------------------------------
+    def init_params(self, rng: np.random.Generator) -> Params:
+        """Initial model (unbatched). Default: zeros."""
+        return {k: np.zeros(s) for k, s in self.shapes.items()}
+
+    @abc.abstractmethod
+    def loss_and_grad(self, params: Params, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, Params]:
+        """Weighted loss and gradient of a stack of clients.
+
+        `params` blocks have a leading client axis C (or none, then they are shared);
+        `batch` arrays have shape (C, B, ...) and `batch["weight"]` (C, B) sums to one per client.
+        Return the per-client loss (C,) and per-client gradients (C, *shape) of sum_b weight*loss_b.
+        """
+
+    def evaluate(self, params: Params) -> dict[str, float]:
+        """Problem-specific metrics of an unbatched model (besides train_loss)."""
+        return {}
+
+    # ---- provided ---------------------------------------------------------------------
+    @property
+    def num_clients(self) -> int:
+        return self.train.num_clients
+
+    def subset(self, rows) -> "Problem":
+        """The same problem restricted to some training clients (for a Ray actor's shard)."""
+        import copy
+
+        out = copy.copy(self)
+        out.train = self.train.take(rows)
+        out.val = None
+        return out
+
+    def minibatch(self, rows: np.ndarray, key: Key, batch_size: int | None) -> dict[str, np.ndarray]:
+        """Samples drawn with replacement from each client's own data (all data if None)."""
+        if batch_size is None:
+            batch = {k: v[rows] for k, v in self.train.arrays.items()}
+            batch["weight"] = self.train.full_weights()[rows]
+            return batch
+        idx = key.integers(self.train.sizes[rows], batch_size)
+        batch = {k: v[rows[:, None], idx] for k, v in self.train.arrays.items()}
+        batch["weight"] = np.full(idx.shape, 1.0 / batch_size)
+        return batch
+
+    def grad(self, params: Params, rows: np.ndarray, key: Key, batch_size: int | None) -> Params:
+        """Stochastic gradient (or operator) of clients `rows` at their stacked `params`."""
+        return self.loss_and_grad(params, self.minibatch(rows, key, batch_size))[1]
+
+    def full_loss_grad(self, params: Params, data: ClientData | None = None) -> tuple[float, Params]:
+        """F and grad F at an unbatched model over all training clients (uniform client mean)."""
+        data = self.train if data is None else data
+        batch = dict(data.arrays)
+        batch["weight"] = data.full_weights()
+        loss, grads = self.loss_and_grad(params, batch)
+        m = data.num_clients
+        return float(np.sum(loss) / m), {k: np.sum(g, axis=0) / m for k, g in grads.items()}
+
+    def loss(self, params: Params) -> float:
+        return self.full_loss_grad(params)[0]
+
+    def objective(self, params: Params) -> float:
+        return self.loss(params) + float(self.psi.value(params))
+
+    def metrics(self, params: Params) -> dict[str, float]:
+        with np.errstate(all="ignore"):
+            out = {"train_loss": self.objective(params)}
+            out.update(self.evaluate(params))
+        return out
