@@ -1,0 +1,1 @@
+"""Synthetic generators, partitioners and loaders of real data."""
