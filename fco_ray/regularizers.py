@@ -127,7 +127,7 @@ class Regularizer:
         x, _ = self._check(x, event_ndim)
         if self.penalty is None:
             return np.zeros_like(x)
-        return (np.sign(x) if self.penalty == "l1" else _polar(x))
+        return self.lam * (np.sign(x) if self.penalty == "l1" else _polar(x))
 
     def project(self, x, event_ndim: int = 1) -> np.ndarray:
         """Euclidean projection onto the constraint set (a copy of x if there is none)."""
