@@ -103,7 +103,7 @@ class Problem(abc.ABC):
     def loss_and_grad(self, params: Params, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, Params]:
         """Weighted loss and gradient of a stack of clients.
 
-        `params` blocks have a leading client axis C (or none, then they are shared);
+        `params` blocks have a leading client axis C (possibly a read-only broadcast view);
         `batch` arrays have shape (C, B, ...) and `batch["weight"]` (C, B) sums to one per client.
         Return the per-client loss (C,) and per-client gradients (C, *shape) of sum_b weight*loss_b.
         """
@@ -146,8 +146,9 @@ class Problem(abc.ABC):
         data = self.train if data is None else data
         batch = dict(data.arrays)
         batch["weight"] = data.full_weights()
-        loss, grads = self.loss_and_grad(params, batch)
         m = data.num_clients
+        stacked = {k: np.broadcast_to(v, (m,) + np.shape(v)) for k, v in params.items()}
+        loss, grads = self.loss_and_grad(stacked, batch)
         return float(np.sum(loss) / m), {k: np.sum(g, axis=0) / m for k, g in grads.items()}
 
     def loss(self, params: Params) -> float:

@@ -23,8 +23,8 @@ class LinearRegression(Problem):
         x, y, weight = batch["x"], batch["y"], batch["weight"]
         c, b = x.shape[0], x.shape[1]
         xf = x.reshape(c, b, -1)
-        w = np.broadcast_to(params["w"], (c,) + self.shapes["w"]).reshape(c, -1)
-        bias = np.broadcast_to(params["b"], (c,))[:, None]
+        w = params["w"].reshape(c, -1)
+        bias = params["b"].reshape(c, 1)
         resid = np.einsum("cbp,cp->cb", xf, w) + bias - y
         wr = weight * resid
         loss = 0.5 * np.einsum("cb,cb->c", wr, resid)
