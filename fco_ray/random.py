@@ -20,14 +20,28 @@ _C2 = np.uint64(0x94D049BB133111EB)
 BATCH, NOISE, NOISE2, PERMUTATION, OTHER = 1, 2, 3, 4, 5
 
 
+_MASK = (1 << 64) - 1
+
+
 def _mix(z: np.ndarray) -> np.ndarray:
+    """SplitMix64 finalizer on a uint64 array (wrapping arithmetic)."""
     z = (z ^ (z >> np.uint64(30))) * _C1
     z = (z ^ (z >> np.uint64(27))) * _C2
     return z ^ (z >> np.uint64(31))
 
 
-def _absorb(h: np.ndarray, value) -> np.ndarray:
-    return _mix(h ^ (np.asarray(value, dtype=np.uint64) + _GOLDEN))
+def _mix_int(z: int) -> int:
+    """The same finalizer on a Python int (for the scalar part of a key)."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def _prefix(*parts: int) -> int:
+    h = 0x5EED
+    for part in parts:
+        h = _mix_int(h ^ ((int(part) + 0x9E3779B97F4A7C15) & _MASK))
+    return h
 
 
 @dataclass(frozen=True)
@@ -47,10 +61,7 @@ class Key:
         """uint64 array of shape (clients, *shape)."""
         ids = np.asarray(self.client_ids, dtype=np.uint64)
         with np.errstate(over="ignore"):
-            h = np.full(ids.shape, np.uint64(self.seed) ^ np.uint64(0x5EED), dtype=np.uint64)
-            for part in (self.round, self.step, self.stream):
-                h = _absorb(h, part)
-            h = _absorb(h, ids)
+            h = _mix(np.uint64(_prefix(self.seed, self.round, self.step, self.stream)) ^ (ids * _GOLDEN))
             count = int(np.prod(shape, dtype=np.int64))
             counter = np.arange(1, count + 1, dtype=np.uint64) * _GOLDEN
             bits = _mix(h[:, None] + counter[None, :])

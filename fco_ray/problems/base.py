@@ -67,6 +67,10 @@ class ClientData:
     def num_clients(self) -> int:
         return len(self.sizes)
 
+    @property
+    def max_samples(self) -> int:
+        return self.arrays[next(iter(self.arrays))].shape[1]
+
     def take(self, rows) -> "ClientData":
         rows = np.asarray(rows)
         return ClientData({k: v[rows] for k, v in self.arrays.items()}, self.sizes[rows])
@@ -133,7 +137,10 @@ class Problem(abc.ABC):
             batch["weight"] = self.train.full_weights()[rows]
             return batch
         idx = key.integers(self.train.sizes[rows], batch_size)
-        batch = {k: v[rows[:, None], idx] for k, v in self.train.arrays.items()}
+        # one flat take is several times faster than 2-D fancy indexing
+        flat = rows[:, None] * self.train.max_samples + idx
+        batch = {k: np.take(v.reshape((-1,) + v.shape[2:]), flat, axis=0)
+                 for k, v in self.train.arrays.items()}
         batch["weight"] = np.full(idx.shape, 1.0 / batch_size)
         return batch
 

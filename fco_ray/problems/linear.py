@@ -25,10 +25,10 @@ class LinearRegression(Problem):
         xf = x.reshape(c, b, -1)
         w = params["w"].reshape(c, -1)
         bias = params["b"].reshape(c, 1)
-        resid = np.einsum("cbp,cp->cb", xf, w) + bias - y
+        resid = np.matmul(xf, w[:, :, None])[..., 0] + bias - y
         wr = weight * resid
         loss = 0.5 * np.einsum("cb,cb->c", wr, resid)
-        grad_w = np.einsum("cbp,cb->cp", xf, wr).reshape((c,) + self.shapes["w"])
+        grad_w = np.matmul(wr[:, None, :], xf)[:, 0].reshape((c,) + self.shapes["w"])
         return loss, {"w": grad_w, "b": wr.sum(axis=1)}
 
     def predict(self, params: Params, data: ClientData) -> np.ndarray:
