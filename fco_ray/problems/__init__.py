@@ -116,4 +116,11 @@ def _custom(p: CustomParams, seed: int) -> Problem:
                      "as fco_ray.run(config, problem=my_problem)")
 
 
+# problem modules that register themselves with @register_problem (imported last: they use it)
+from . import logistic as _logistic  # noqa: E402,F401  sparse_logreg, constrained_logreg
+from . import mlp as _mlp  # noqa: E402,F401  mlp
+from . import saddle as _saddle  # noqa: E402,F401  bilinear_l1, bilinear_nuclear
+from . import adversarial as _adversarial  # noqa: E402,F401  adversarial
+from . import text as _text  # noqa: E402,F401  sparse_text_logreg
+
 __all__ = ["PROBLEMS", "ClientData", "Problem", "ProblemParams", "build_problem", "register_problem"]
