@@ -1,0 +1,202 @@
+"""The `fco-ray` command line: one function per subcommand, registered in SUBCOMMANDS.
+
+Exit codes: 0 success, 2 invalid input (bad config, missing file, bad --set or arguments),
+1 anything else. Errors are one line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from .config import ConfigError, apply_overrides, load_yaml, parse_run
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+SWEEP_ONLY_KEYS = {"algorithms", "search", "seeds", "tune", "name", "report"}
+
+
+def _table(df: pd.DataFrame) -> str:
+    return df.to_string(index=False, float_format=lambda v: f"{v:.6g}")
+
+
+# --- fco-ray run -------------------------------------------------------------------------
+
+def add_run(sub) -> None:
+    p = sub.add_parser("run", help="run one configuration (no Tune) and print its metrics",
+                       description="Run one configuration file (the sweep schema without the "
+                                   "search space); log it as one MLflow run.")
+    p.add_argument("file", help="YAML run config")
+    p.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a config value (repeatable), e.g. --set algorithm.client_lr=0.01")
+    p.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_run(args) -> int:
+    from .api import run
+    from .tracking import Store, close_run, start_single_run
+
+    raw = load_yaml(args.file)
+    if SWEEP_ONLY_KEYS & set(raw):
+        raise ConfigError(f"{args.file} is a sweep file (it has {sorted(SWEEP_ONLY_KEYS & set(raw))}); "
+                          f"run it with: fco-ray sweep {args.file}")
+    try:
+        cfg = parse_run(apply_overrides(raw, args.set))
+    except ConfigError as e:
+        raise ConfigError(f"{args.file}: {e}") from None
+    store = run_id = None
+    if not args.no_mlflow:
+        store = Store(cfg.tracking.uri)
+        run_id = start_single_run(store, cfg.model_dump(mode="json"),
+                                  f"{cfg.algorithm.name}-{cfg.problem.name}")
+    try:
+        df = run(cfg, on_eval=(lambda row: store.log_rows(run_id, [row])) if run_id else None)
+    except BaseException:
+        if run_id:
+            close_run(store, run_id, "error", 0)
+        raise
+    status = df.attrs["status"]
+    print(_table(df))
+    print(f"status: {status}")
+    if run_id:
+        close_run(store, run_id, status, int(df["round"].iloc[-1]) if len(df) else 0)
+        print(f"MLflow run {run_id} in {store.uri} (experiment {cfg.tracking.experiment!r})")
+    return EXIT_OK
+
+
+# --- fco-ray sweep -----------------------------------------------------------------------
+
+def add_sweep(sub) -> None:
+    p = sub.add_parser("sweep", help="run a sweep file with Ray Tune, logging to MLflow",
+                       description="Run a sweep on the Ray cluster at RAY_ADDRESS (a local one "
+                                   "is started when unset); one MLflow child run per trial.")
+    p.add_argument("file", help="YAML sweep file (see sweeps/)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a sweep-file value (repeatable), e.g. --set rounds=50")
+    p.add_argument("--resume", action="store_true",
+                   help="finish an interrupted sweep (same file, --set values and --storage)")
+    p.add_argument("--storage", default=None, metavar="DIR",
+                   help="where Tune keeps its state (default ./ray_results)")
+    p.set_defaults(func=cmd_sweep)
+
+
+def cmd_sweep(args) -> int:
+    from .tune import run_sweep
+
+    outcome = run_sweep(args.file, args.set, resume=args.resume, storage=args.storage)
+    if not outcome.best.empty:
+        print("best per algorithm (mean over seeds):")
+        print(_table(_best_table(outcome.best)))
+    print(f"MLflow parent run {outcome.parent_run_id} in {outcome.tracking_uri}")
+    if not outcome.ok:
+        print(f"fco-ray: error: {outcome.errors} trial(s) failed (details in {outcome.path}); "
+              "rerun them with --resume", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+# --- fco-ray runs ------------------------------------------------------------------------
+
+def add_runs(sub) -> None:
+    p = sub.add_parser("runs", help="list a sweep's trials from MLflow",
+                       description="Summarize the latest run of a sweep from MLflow: one row "
+                                   "per trial, or the best configuration per algorithm.")
+    p.add_argument("sweep", help="sweep name, or the sweep file")
+    p.add_argument("--best", action="store_true", help="only the best configuration per algorithm")
+    p.add_argument("--experiment", default=None, help="MLflow experiment (default: the sweep's)")
+    p.add_argument("--tracking-uri", default=None,
+                   help="MLflow tracking URI (default: the sweep file's, MLFLOW_TRACKING_URI, "
+                        "or sqlite:///./mlflow.db)")
+    p.set_defaults(func=cmd_runs)
+
+
+def cmd_runs(args) -> int:
+    from .tracking import Store, best_per_algorithm, children, find_parent, trials_frame
+
+    name, experiment, uri = args.sweep, args.experiment, args.tracking_uri
+    if Path(args.sweep).suffix in (".yaml", ".yml") or Path(args.sweep).is_file():
+        from .tune import read_sweep_file
+
+        spec = read_sweep_file(args.sweep)
+        name, experiment = spec.name, experiment or spec.tracking.experiment
+        uri = uri or spec.tracking.uri
+    experiment = experiment or name
+    store = Store(uri)
+    exp_id = store.experiment_id(experiment, create=False)
+    parent = find_parent(store, exp_id, name) if exp_id is not None else None
+    if parent is None:
+        raise ConfigError(f"no sweep {name!r} in MLflow experiment {experiment!r} at {store.uri}")
+    trials = trials_frame(children(store, parent))
+    metric, mode = parent.data.tags["fco.metric"], parent.data.tags["fco.mode"]
+    print(f"sweep {name}: parent run {parent.info.run_id} ({parent.info.status}), "
+          f"{len(trials)} trials, metric {metric} ({mode})")
+    if trials.empty:
+        return EXIT_OK
+    if args.best:
+        best = best_per_algorithm(trials, metric, mode)
+        print(_table(_best_table(best)) if not best.empty else "no trial finished")
+        return EXIT_OK
+    columns = ["algorithm", *_searched(trials), "seed", "status", "final_round",
+               *dict.fromkeys(m for m in (metric, "train_loss") if m in trials)]
+    table = trials[columns].sort_values(["algorithm", metric] if metric in trials else ["algorithm"],
+                                        ascending=[True, mode == "min"] if metric in trials else True)
+    print(_table(table.rename(columns=_short)))
+    return EXIT_OK
+
+
+def _searched(trials: pd.DataFrame) -> list[str]:
+    """The rate columns plus any other param that varies across trials (besides the seed)."""
+    rates = [c for c in ("algorithm.client_lr", "algorithm.server_lr") if c in trials]
+    varying = [c for c in trials.attrs["params"]
+               if c not in ("seed", "algorithm.name", *rates)
+               and trials[c].astype(str).nunique() > 1]
+    return rates + varying
+
+
+def _short(column: str) -> str:
+    return column.split(".")[-1] if column.startswith("algorithm.") else column
+
+
+def _best_table(best: pd.DataFrame) -> pd.DataFrame:
+    rates = [c for c in ("algorithm.client_lr", "algorithm.server_lr") if c in best]
+    metrics = [m for m in best.attrs["metrics"] if best[m].notna().any()]
+    return best[["algorithm", *rates, "seeds", "score", *metrics]].rename(columns=_short)
+
+
+# --- entry point -------------------------------------------------------------------------
+
+#: one `add_<command>(subparsers)` per subcommand; `fco-ray report` registers here too
+SUBCOMMANDS = [add_run, add_sweep, add_runs]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fco-ray", description="Federated composite optimization on Ray: run, sweep, inspect.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse already printed the usage error
+        return EXIT_INVALID if e.code else EXIT_OK
+    try:
+        return args.func(args)
+    except (ConfigError, FileNotFoundError) as e:
+        print(f"fco-ray: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        print("fco-ray: interrupted", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as e:  # noqa: BLE001 - the CLI's contract: one line, exit code 1
+        print(f"fco-ray: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

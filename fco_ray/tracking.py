@@ -1,0 +1,292 @@
+"""MLflow logging: single runs, and one parent run per sweep with one child run per trial.
+
+Layout (README "MLflow layout"; the sweep writes it, `fco-ray runs` and reports read it):
+- parent run: tags `fco.role=sweep`, `fco.sweep=<name>`, `fco.metric`, `fco.mode`; artifact
+  `sweep.yaml`; at the end `fco.best.<algorithm>` (JSON config) and `best.<algorithm>.<metric>`;
+- child run per trial: tags `mlflow.parentRunId`, `fco.role=trial`, `fco.sweep`,
+  `fco.trial_id`, `fco.algorithm`, `fco.status` (running, finished, diverged, stopped, error);
+  params = the trial's run config flattened to dotted keys; metrics with `step = round`.
+
+Everything here runs in one process (the CLI or the Tune driver): SQLite stores must not be
+written by many processes at once.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+
+ROLE, SWEEP, TRIAL_ID, ALGORITHM, STATUS = "fco.role", "fco.sweep", "fco.trial_id", "fco.algorithm", "fco.status"
+PARENT = "mlflow.parentRunId"
+FINAL_ROUND = "fco.final_round"
+MAX_METRICS_PER_BATCH = 1000  # MLflow's log_batch limit
+
+
+def default_uri() -> str:
+    """`MLFLOW_TRACKING_URI` if set, else the SQLite file `mlflow.db` in the working directory."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+
+
+def flatten(tree: dict, prefix: str = "") -> dict:
+    """{"algorithm": {"client_lr": 0.1}} -> {"algorithm.client_lr": 0.1} (lists stay values)."""
+    out = {}
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def param_text(value) -> str:
+    """Param values as MLflow strings; JSON for non-strings so `param_value` can read them back."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def param_value(text: str):
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        return text
+
+
+def filter_tags(**tags: str) -> str:
+    """An MLflow search filter matching every tag (keys contain dots, hence the backticks)."""
+    return " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+class Store:
+    """A tracking store: an `MlflowClient` plus the few queries the platform needs."""
+
+    def __init__(self, uri: str | None = None):
+        self.uri = uri or default_uri()
+        self.client = MlflowClient(tracking_uri=self.uri)
+
+    def experiment_id(self, name: str, create: bool = True) -> str | None:
+        exp = self.client.get_experiment_by_name(name)
+        if exp is not None:
+            return exp.experiment_id
+        if not create:
+            return None
+        location = None
+        if self.uri.startswith("sqlite:///"):
+            # artifacts next to the database, not in whatever directory the process runs in
+            # (a `ray job` runs in a temporary copy of the working dir)
+            db = Path(self.uri[len("sqlite:///"):]).resolve()
+            location = (db.parent / "mlartifacts").as_uri()
+        return self.client.create_experiment(name, artifact_location=location)
+
+    def search(self, experiment_id: str, filter_string: str, order_by: list[str] | None = None) -> list:
+        runs, token = [], None
+        while True:
+            page = self.client.search_runs([experiment_id], filter_string, order_by=order_by,
+                                           page_token=token)
+            runs.extend(page)
+            token = page.token
+            if not token:
+                return runs
+
+    def log_rows(self, run_id: str, rows: Iterable[dict], times: Iterable[int] | None = None) -> None:
+        """Log metric rows (`round` + metrics) with step = round; non-numbers are skipped.
+        `times`: each row's timestamp in ms (default: now)."""
+        rows = list(rows)
+        times = list(times) if times is not None else [int(time.time() * 1000)] * len(rows)
+        metrics = [Metric(k, float(v), t, int(row["round"]))
+                   for row, t in zip(rows, times) for k, v in row.items()
+                   if k != "round" and _finite(v)]
+        for start in range(0, len(metrics), MAX_METRICS_PER_BATCH):
+            self.client.log_batch(run_id, metrics=metrics[start:start + MAX_METRICS_PER_BATCH])
+
+    def log_config(self, run_id: str, config: dict) -> None:
+        params = [Param(k, param_text(v)) for k, v in flatten(config).items()]
+        for start in range(0, len(params), 100):  # MLflow's params-per-batch limit
+            self.client.log_batch(run_id, params=params[start:start + 100])
+
+    def set_tags(self, run_id: str, tags: dict) -> None:
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def last_step(self, run_id: str, metric: str) -> int:
+        """The last round logged for `metric` (-1 if none): a rerun trial resumes after it."""
+        return max((m.step for m in self.client.get_metric_history(run_id, metric)), default=-1)
+
+
+def start_single_run(store: Store, config: dict, run_name: str) -> str:
+    """An MLflow run for one `fco-ray run` (no Tune); `config` is the validated run config."""
+    exp = store.experiment_id(config["tracking"]["experiment"])
+    run = store.client.create_run(exp, run_name=run_name, tags={
+        ROLE: "run", ALGORITHM: config["algorithm"]["name"], STATUS: "running"})
+    store.log_config(run.info.run_id, {k: v for k, v in config.items() if k != "tracking"})
+    return run.info.run_id
+
+
+def close_run(store: Store, run_id: str, status: str, final_round: int) -> None:
+    """End a run with its fco.status (finished, diverged, stopped, error) and final round."""
+    store.set_tags(run_id, {STATUS: status, FINAL_ROUND: final_round})
+    store.client.set_terminated(run_id, "FAILED" if status == "error" else "FINISHED")
+
+
+def find_parent(store: Store, experiment_id: str, sweep: str):
+    """The latest parent run of sweep `sweep`, or None."""
+    runs = store.client.search_runs([experiment_id], filter_tags(**{ROLE: "sweep", SWEEP: sweep}),
+                                    order_by=["attributes.start_time DESC"], max_results=1)
+    return runs[0] if runs else None
+
+
+def children(store: Store, parent) -> list:
+    return store.search(parent.info.experiment_id, filter_tags(**{PARENT: parent.info.run_id}))
+
+
+def trials_frame(runs: list) -> pd.DataFrame:
+    """One row per child run: run_id, trial_id, algorithm, status (fco.status), run_status
+    (MLflow's), final_round, the typed params (dotted keys, listed in `attrs["params"]`) and
+    the final metric values (each metric's last step; listed in `attrs["metrics"]`)."""
+    rows, params, metrics = [], set(), set()
+    for r in runs:
+        row = {"run_id": r.info.run_id, "trial_id": r.data.tags.get(TRIAL_ID),
+               "algorithm": r.data.tags.get(ALGORITHM), "status": r.data.tags.get(STATUS),
+               "run_status": r.info.status,
+               "final_round": param_value(r.data.tags.get(FINAL_ROUND, "null"))}
+        row.update({k: param_value(v) for k, v in r.data.params.items()})
+        row.update(r.data.metrics)
+        params.update(r.data.params)
+        metrics.update(r.data.metrics)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    df.attrs.update(params=sorted(params), metrics=sorted(metrics))
+    return df
+
+
+def best_per_algorithm(trials: pd.DataFrame, metric: str, mode: str) -> pd.DataFrame:
+    """Best configuration per algorithm, seeds pooled.
+
+    Trials are grouped by their config without `seed`; a group's score is the mean over its
+    seeds of the final `metric`, where a trial that did not finish (diverged, stopped early,
+    error) counts as the worst value (+inf for min, -inf for max), so such groups rank last
+    and an algorithm whose every group has one gets no best. Returns one row per algorithm:
+    `algorithm`, `score`, `seeds`, `run_ids`, the config (dotted keys) and the mean final
+    value of every metric over the group.
+    """
+    if trials.empty or metric not in trials:
+        return pd.DataFrame()
+    worst = math.inf if mode == "min" else -math.inf
+    params = [p for p in trials.attrs["params"] if p != "seed"]
+    score = trials[metric].where((trials["status"] == "finished") & trials[metric].notna(), worst)
+    config = trials[params].astype(str).agg("|".join, axis=1)  # a trial's config minus its seed
+    out = []
+    for alg, rows in trials.groupby("algorithm").groups.items():
+        group_score = score[rows].groupby(config[rows]).mean()
+        chosen = group_score.idxmin() if mode == "min" else group_score.idxmax()
+        if not math.isfinite(group_score[chosen]):
+            continue
+        members = trials.loc[rows][config[rows] == chosen]
+        out.append({"algorithm": alg, "score": float(group_score[chosen]),
+                    "seeds": sorted(members["seed"].tolist()) if "seed" in members else [],
+                    "run_ids": members["run_id"].tolist(),
+                    **members.iloc[0][params].to_dict(),
+                    **{m: float(members[m].mean()) for m in trials.attrs["metrics"]}})
+    best = pd.DataFrame(out)
+    best.attrs.update(params=params, metrics=trials.attrs["metrics"])
+    return best
+
+
+class SweepLog:
+    """The MLflow side of one sweep: its parent run and one child run per Tune trial id.
+
+    Child runs are keyed by trial id, so a resumed sweep reuses them: a trial whose run is
+    FINISHED is not logged again, and a trial that is rerun from scratch continues its run
+    after the last round already logged (same seed, same rows), never making a second run.
+    Metric rows are buffered and written in batches (fewer SQLite transactions).
+    """
+
+    FLUSH_ROWS, FLUSH_SECONDS = 20, 5.0
+
+    def __init__(self, store: Store, experiment: str, name: str, metric: str, mode: str,
+                 sweep_text: str, resume: bool):
+        self.store, self.name, self.metric, self.mode = store, name, metric, mode
+        self.experiment_id = store.experiment_id(experiment)
+        parent = find_parent(store, self.experiment_id, name) if resume else None
+        if parent is None:
+            parent = store.client.create_run(self.experiment_id, run_name=name, tags={
+                ROLE: "sweep", SWEEP: name, "fco.metric": metric, "fco.mode": mode})
+            store.client.log_text(parent.info.run_id, sweep_text, "sweep.yaml")
+            self.runs = {}
+        else:
+            store.client.update_run(parent.info.run_id, status="RUNNING")
+            self.runs = {r.data.tags[TRIAL_ID]: r for r in children(store, parent)}
+        self.parent_id = parent.info.run_id
+        self._open: dict[str, dict] = {}  # trial id -> {run_id, last_step, rows, times, flushed}
+
+    def finished(self) -> dict[str, dict]:
+        """Trial id -> (status, final round, final metrics) of trials whose run is FINISHED."""
+        return {tid: {"status": r.data.tags.get(STATUS), "metrics": dict(r.data.metrics),
+                      "round": param_value(r.data.tags.get(FINAL_ROUND, "0"))}
+                for tid, r in self.runs.items() if r.info.status == "FINISHED"}
+
+    def start(self, trial_id: str, config: dict, run_name: str) -> None:
+        """Open (or reopen) the trial's child run; a FINISHED run stays closed."""
+        run = self.runs.get(trial_id)
+        if run is not None and run.info.status == "FINISHED":
+            return
+        if run is None:
+            run = self.store.client.create_run(self.experiment_id, run_name=run_name, tags={
+                PARENT: self.parent_id, ROLE: "trial", SWEEP: self.name, TRIAL_ID: trial_id,
+                ALGORITHM: config["algorithm"]["name"], STATUS: "running"})
+            self.store.log_config(run.info.run_id, {k: v for k, v in config.items() if k != "tracking"})
+            self.runs[trial_id] = run
+            last = -1
+        else:  # interrupted or errored before: rerun from scratch, continue the same run
+            self.store.client.update_run(run.info.run_id, status="RUNNING")
+            self.store.set_tags(run.info.run_id, {STATUS: "running"})
+            last = self.store.last_step(run.info.run_id, self.metric)
+        self._open[trial_id] = {"run_id": run.info.run_id, "last_step": last, "rows": [],
+                                "times": [], "flushed": time.monotonic()}
+
+    def add_row(self, trial_id: str, row: dict) -> None:
+        trial = self._open.get(trial_id)
+        if trial is None or row["round"] <= trial["last_step"]:
+            return  # a closed run, or a round logged before an interruption
+        trial["rows"].append(row)
+        trial["times"].append(int(time.time() * 1000))
+        trial["last_step"] = row["round"]
+        if (len(trial["rows"]) >= self.FLUSH_ROWS
+                or time.monotonic() - trial["flushed"] > self.FLUSH_SECONDS):
+            self._flush(trial)
+
+    def _flush(self, trial: dict) -> None:
+        self.store.log_rows(trial["run_id"], trial["rows"], trial["times"])
+        trial["rows"], trial["times"], trial["flushed"] = [], [], time.monotonic()
+
+    def end(self, trial_id: str, status: str) -> None:
+        """Close the trial's run: status finished | diverged | stopped | error."""
+        trial = self._open.pop(trial_id, None)
+        if trial is None:
+            return
+        self._flush(trial)
+        close_run(self.store, trial["run_id"], status, max(trial["last_step"], 0))
+        self.runs[trial_id] = self.store.client.get_run(trial["run_id"])
+
+    def finish(self, failed: bool) -> pd.DataFrame:
+        """Write the best configuration per algorithm on the parent run and close it."""
+        parent = self.store.client.get_run(self.parent_id)
+        best = best_per_algorithm(trials_frame(children(self.store, parent)), self.metric, self.mode)
+        for row in best.to_dict("records"):
+            alg = row["algorithm"]
+            config = {**{k: row[k] for k in best.attrs["params"]}, "seeds": row["seeds"]}
+            self.store.set_tags(self.parent_id, {f"fco.best.{alg}": json.dumps(config),
+                                                 f"fco.best.{alg}.run_ids": json.dumps(row["run_ids"])})
+            self.store.log_rows(self.parent_id, [
+                {"round": 0, **{f"best.{alg}.{m}": row[m] for m in best.attrs["metrics"]}}])
+        self.store.client.set_terminated(self.parent_id, "FAILED" if failed else "FINISHED")
+        return best

@@ -1,0 +1,463 @@
+"""Sweep files -> a Ray Tune run whose trials are logged to MLflow from the driver.
+
+A sweep file (README "Sweep files") names a problem, the algorithms, fixed hyperparameters,
+a grid and/or random search space over dotted config keys, seeds, and the Tune settings.
+Each trial is one run config (`fco_ray.run`), identified by its *point*: a flat dict
+`{"algorithm.name": ..., "seed": ..., <searched dotted key>: value, ...}`. All trial configs
+are validated before Tune starts. Trials report every evaluated round with
+`tune.report({...metrics, "round": r, "timesteps_total": r, "status": s})`; a diverged trial
+ends with a last report whose metric is the worst value (+inf for min, -inf for max), so it
+ranks last, and the sweep carries on. MLflow runs are written by callbacks on the driver.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import ray
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from ray import tune
+from ray.tune.result import AUTO_RESULT_KEYS
+from ray.tune.schedulers import ASHAScheduler
+from ray.tune.search import BasicVariantGenerator
+
+from .algorithms import ALGORITHMS
+from .api import make_problem, run
+from .config import ConfigError, apply_overrides, load_yaml, parse_run, validate_model
+from .engine import INIT_TAG, evaluate
+from .random import generator
+from .tracking import SweepLog, Store, default_uri
+
+FIXED_POINT_KEYS = ("algorithm.name", "seed")  # set by `algorithms` and `seeds`, not `search`
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Distribution(_Strict):
+    """One random-search axis: exactly one of loguniform [lo, hi], uniform [lo, hi], choice."""
+
+    loguniform: tuple[float, float] | None = None
+    uniform: tuple[float, float] | None = None
+    choice: list[Any] | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        given = [k for k in ("loguniform", "uniform", "choice") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of loguniform, uniform, choice; got {given or 'none'}")
+        bounds = self.loguniform or self.uniform
+        if bounds is not None and not bounds[0] < bounds[1]:
+            raise ValueError(f"needs low < high, got {list(bounds)}")
+        if self.loguniform is not None and self.loguniform[0] <= 0:
+            raise ValueError(f"loguniform needs low > 0, got {self.loguniform[0]}")
+        return self
+
+    def domain(self):
+        if self.loguniform:
+            return tune.loguniform(*self.loguniform)
+        if self.uniform:
+            return tune.uniform(*self.uniform)
+        return tune.choice(self.choice)
+
+    def extremes(self) -> list:
+        """The values that bound what a sample can be (validated before the sweep starts)."""
+        return list(self.loguniform or self.uniform or self.choice)
+
+
+class Search(_Strict):
+    grid: dict[str, list[Any]] = {}
+    random: dict[str, Distribution] = {}
+    samples: int = Field(1, ge=1, description="random draws (each one crossed with the grid)")
+    seed: int = Field(0, ge=0, description="seed of the random search")
+
+    @model_validator(mode="after")
+    def _keys(self):
+        for key, values in self.grid.items():
+            if not values:
+                raise ValueError(f"grid {key!r} has no values")
+        both = set(self.grid) & set(self.random)
+        if both:
+            raise ValueError(f"keys both in grid and random: {sorted(both)}")
+        for key in [*self.grid, *self.random]:
+            if key in FIXED_POINT_KEYS:
+                raise ValueError(f"{key!r} cannot be searched: list them in "
+                                 f"{'algorithms' if key == 'algorithm.name' else 'seeds'}")
+            if key.split(".")[0] == "tracking":
+                raise ValueError(f"{key!r} cannot be searched (one tracking store per sweep)")
+        return self
+
+
+class TuneSettings(_Strict):
+    metric: str = "train_loss"
+    mode: Literal["min", "max"] = "min"
+    max_concurrent: int | None = Field(None, ge=1)
+    scheduler: Literal["none", "asha"] = "none"
+    grace_period: int | None = Field(None, ge=1, description="rounds before ASHA may stop a "
+                                     "trial; default: a tenth of the rounds")
+    reduction_factor: float = Field(3.0, gt=1)
+    cpus_per_trial: float = Field(1.0, gt=0, description="CPUs of the trial's own process")
+
+
+class SweepTracking(_Strict):
+    experiment: str | None = Field(None, min_length=1, description="default: the sweep name")
+    uri: str | None = None
+
+
+class SweepFile(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    problem: dict[str, Any]
+    algorithms: list[str | dict[str, Any]] = Field(min_length=1)
+    algorithm: dict[str, Any] = {}
+    search: Search = Search()
+    seeds: list[int] = Field([0], min_length=1)
+    rounds: int = Field(100, ge=1)
+    eval_every: int = Field(10, ge=1)
+    backend: dict[str, Any] = {"name": "local"}
+    tune: TuneSettings = TuneSettings()
+    tracking: SweepTracking = SweepTracking()
+    report: Any = None  # read by `fco-ray report`
+
+    @model_validator(mode="after")
+    def _algorithms(self):
+        if "name" in self.algorithm:
+            raise ValueError("'algorithm' holds hyperparameters shared by all algorithms; "
+                             "put names in 'algorithms'")
+        names = [a if isinstance(a, str) else a.get("name") for a in self.algorithms]
+        if any(not isinstance(n, str) for n in names):
+            raise ValueError("every entry of 'algorithms' is a name or a mapping with a 'name'")
+        if len(set(names)) != len(names):
+            raise ValueError(f"algorithm names must be unique, got {names} "
+                             "(sweep a hyperparameter with search.grid instead)")
+        if any(s < 0 for s in self.seeds):
+            raise ValueError(f"seeds must be >= 0, got {self.seeds}")
+        return self
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A validated sweep: the file's settings plus everything derived from them."""
+
+    spec: SweepFile
+    source: str  # the sweep as YAML (the file, or its resolved form after --set)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def metric(self) -> str:
+        return self.spec.tune.metric
+
+    @property
+    def mode(self) -> str:
+        return self.spec.tune.mode
+
+    @property
+    def experiment(self) -> str:
+        return self.spec.tracking.experiment or self.spec.name
+
+    @property
+    def tracking_uri(self) -> str:
+        return self.spec.tracking.uri or default_uri()
+
+    def algorithms(self) -> dict[str, dict]:
+        """Algorithm name -> its section (shared hyperparameters, then its own)."""
+        out = {}
+        for entry in self.spec.algorithms:
+            entry = {"name": entry} if isinstance(entry, str) else entry
+            out[entry["name"]] = {**self.spec.algorithm, **entry}
+        return out
+
+    def param_space(self) -> dict:
+        space = {"algorithm.name": tune.grid_search(list(self.algorithms())),
+                 "seed": tune.grid_search(self.spec.seeds)}
+        space.update({k: tune.grid_search(v) for k, v in self.spec.search.grid.items()})
+        space.update({k: d.domain() for k, d in self.spec.search.random.items()})
+        return space
+
+    def num_trials(self) -> int:
+        grid = math.prod(len(v) for v in self.spec.search.grid.values())
+        return len(self.spec.algorithms) * len(self.spec.seeds) * grid * self.spec.search.samples
+
+    def points(self):
+        """Every grid point, with each random axis at each of its extreme values."""
+        axes = {"algorithm.name": list(self.algorithms()), "seed": self.spec.seeds,
+                **self.spec.search.grid,
+                **{k: d.extremes() for k, d in self.spec.search.random.items()}}
+        for values in itertools.product(*axes.values()):
+            yield dict(zip(axes, values))
+
+    def trial_config(self, point: dict) -> dict:
+        """The run config of one trial (the `fco_ray.run` schema)."""
+        spec = self.spec
+        config = {"problem": copy.deepcopy(spec.problem),
+                  "algorithm": dict(self.algorithms()[point["algorithm.name"]]),
+                  "rounds": spec.rounds, "eval_every": spec.eval_every, "seed": point["seed"],
+                  "backend": copy.deepcopy(spec.backend)}
+        for key, value in point.items():
+            if key not in FIXED_POINT_KEYS:
+                *parents, last = key.split(".")
+                node = config
+                for part in parents:
+                    node = node.setdefault(part, {})
+                node[last] = value
+        return config
+
+    def final_report(self, metrics: dict, rnd: int, status: str) -> dict:
+        """The last Tune result of a trial; a diverged trial gets the worst metric value."""
+        report = {**metrics, "round": rnd, "timesteps_total": rnd, "status": status}
+        if status == "diverged":
+            report[self.metric] = math.inf if self.mode == "min" else -math.inf
+        return report
+
+
+def read_sweep_file(path: str | Path, overrides: list[str] = ()) -> SweepFile:
+    """Read a sweep file, apply `key.path=value` overrides, validate its own keys."""
+    raw = load_yaml(path)
+    try:
+        return validate_model(SweepFile, apply_overrides(raw, list(overrides)), "")
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
+    """Read, override (`key.path=value`), and validate a sweep file and all its trials.
+
+    Raises `ConfigError` (naming the file, key, value and what is allowed) on any problem,
+    before any Ray or Tune work.
+    """
+    path = Path(path)
+    spec = read_sweep_file(path, overrides)
+    source = path.read_text() if not overrides else yaml.safe_dump(
+        apply_overrides(load_yaml(path), list(overrides)), sort_keys=False)
+    sweep = Sweep(spec, source)
+    first = {}
+    for point in sweep.points():
+        try:
+            cfg = parse_run(sweep.trial_config(point))
+        except ConfigError as e:
+            trial = ", ".join(f"{k}={v}" for k, v in point.items())
+            raise ConfigError(f"{path}: trial ({trial}): {e}") from None
+        first.setdefault(point["algorithm.name"], cfg)
+    _check_metric(sweep, first, path)
+    return sweep
+
+
+def _check_metric(sweep: Sweep, configs: dict, path: Path) -> None:
+    """The Tune metric must be one each algorithm reports (checked at the initial model)."""
+    problem = make_problem(next(iter(configs.values())))
+    for name, cfg in configs.items():
+        algorithm = ALGORITHMS[name](cfg.algorithm)
+        state = algorithm.server_init(problem, problem.init_params(generator(cfg.seed, INIT_TAG)))
+        reported = {"round", "floats_up", "floats_down", *evaluate(problem, algorithm, state)}
+        if sweep.metric not in reported:
+            raise ConfigError(f"{path}: tune.metric: {sweep.metric!r} is not reported by "
+                              f"{name} on problem {cfg.problem.name!r}; allowed: {sorted(reported)}")
+
+
+def trial_bundles(backend: dict, cpus_per_trial: float = 1.0) -> list[dict]:
+    """Placement-group bundles of one trial: its own process, plus one per client actor."""
+    try:
+        from .backends.ray_backend import trial_bundles as backend_bundles
+    except ImportError:  # the local backend needs no Ray backend module
+        backend_bundles = None
+    if backend_bundles is not None:
+        bundles = backend_bundles(backend)
+    elif backend["name"] == "ray":
+        bundles = [{"CPU": 1}] + [{"CPU": backend["cpus_per_actor"]}] * backend["actors"]
+    else:
+        bundles = [{"CPU": 1}]
+    return [{"CPU": cpus_per_trial}] + bundles[1:]
+
+
+class _TrialResources:
+    """Per-trial placement group, from the trial's own backend config (it may be searched)."""
+
+    def __init__(self, sweep: Sweep):
+        self.sweep = sweep
+
+    def __call__(self, point: dict):
+        backend = parse_run(self.sweep.trial_config(point)).backend
+        strategy = "SPREAD" if getattr(backend, "placement", "pack") == "spread" else "PACK"
+        return tune.PlacementGroupFactory(
+            trial_bundles(backend.model_dump(), self.sweep.spec.tune.cpus_per_trial), strategy=strategy)
+
+
+def train_trial(point: dict, sweep: Sweep, finished: dict) -> None:
+    """The Tune trainable: one `fco_ray.run`, reporting every evaluated round."""
+    done = finished.get(tune.get_context().get_trial_id())
+    if done is not None:  # finished before an interruption (known from MLflow): don't redo it
+        tune.report(sweep.final_report(done["metrics"], done["round"], done["status"]))
+        return
+    config = sweep.trial_config(point)
+    rounds = config["rounds"]
+
+    def on_eval(row: dict) -> None:
+        status = "finished" if row["round"] == rounds else "running"
+        tune.report({**row, "timesteps_total": row["round"], "status": status})
+
+    df = run(config, on_eval=on_eval)
+    if df.attrs["status"] == "diverged":
+        last = int(df["round"].iloc[-1]) if len(df) else 0
+        tune.report(sweep.final_report({}, last, "diverged"))
+
+
+def trial_name(trial) -> str:
+    """Readable trial names: algorithm, searched values, seed (e.g. fedmid_client_lr=0.001_seed0)."""
+    point = trial.config
+    values = [f"{k.split('.')[-1]}={v:.3g}" if isinstance(v, float) else f"{k.split('.')[-1]}={v}"
+              for k, v in point.items() if k not in FIXED_POINT_KEYS]
+    return "_".join([point["algorithm.name"], *values, f"seed{point['seed']}"])
+
+
+def trial_dirname(trial) -> str:
+    return trial.trial_id
+
+
+def _metrics_row(result: dict) -> dict:
+    """The engine's metrics row inside a Tune result (without Tune's bookkeeping)."""
+    skip = set(AUTO_RESULT_KEYS) | {"status"}
+    return {k: v for k, v in result.items() if k not in skip}
+
+
+class _Driver(tune.Callback):
+    """Driver-side hooks: MLflow child runs (SQLite is written by this process only) and
+    one progress line per finished trial."""
+
+    def __init__(self, sweep: Sweep, log: SweepLog, echo: Callable[[str], None]):
+        self.sweep, self.log, self.echo = sweep, log, echo
+        self.skipped = set(log.finished())
+        self.completed = len(self.skipped)
+
+    def __reduce__(self):
+        # Tune pickles the RunConfig with the experiment; the live MLflow state must not be
+        # pickled (a resumed sweep gets fresh callbacks, see `run_sweep`).
+        return (_Inert, ())
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        if trial.trial_id not in self.skipped:
+            config = parse_run(self.sweep.trial_config(trial.config)).model_dump(mode="json")
+            self.log.start(trial.trial_id, config, str(trial))
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if result.get("status") in ("running", "finished"):
+            self.log.add_row(trial.trial_id, _metrics_row(result))
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        if trial.trial_id in self.skipped:
+            return
+        result = trial.last_result or {}
+        status = result.get("status", "stopped")
+        status = "stopped" if status == "running" else status  # stopped early by the scheduler
+        self.log.end(trial.trial_id, status)
+        value = result.get(self.sweep.metric, float("nan"))
+        self._line(trial, f"{status} at round {result.get('round', 0)}, {self.sweep.metric}={value:.4g}")
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.log.end(trial.trial_id, "error")
+        self._line(trial, f"error (details: {Path(trial.local_path or '.') / 'error.txt'})")
+
+    def _line(self, trial, text: str) -> None:
+        self.completed += 1
+        self.echo(f"[{self.completed}/{self.sweep.num_trials()}] {trial}: {text}")
+
+
+class _Inert(tune.Callback):
+    """What a pickled `_Driver` becomes: nothing (its replacement is set on restore)."""
+
+
+@dataclass
+class SweepOutcome:
+    parent_run_id: str
+    experiment_id: str
+    tracking_uri: str
+    path: Path  # Tune's experiment directory
+    results: Any  # ray.tune.ResultGrid
+    errors: int
+    best: Any  # pandas.DataFrame: tracking.best_per_algorithm of the finished sweep
+
+    @property
+    def ok(self) -> bool:
+        return self.errors == 0
+
+
+SWEEP_COPY = "fco_sweep.yaml"  # the resolved sweep kept with Tune's state, checked on resume
+
+
+def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = False,
+              storage: str | Path | None = None, echo: Callable[[str], None] = print) -> SweepOutcome:
+    """Run (or resume) a sweep file on the current Ray cluster; what `fco-ray sweep` does.
+
+    Connects to `RAY_ADDRESS` if set, else starts a local Ray cluster (unless Ray is
+    already initialized in this process). Tune's state lives in `<storage>/<name>`
+    (default storage: `./ray_results`); `resume=True` restores it, reruns unfinished and
+    errored trials, and reuses the MLflow parent and child runs.
+    """
+    sweep = load_sweep(path, overrides)
+    root = Path(storage or Path.cwd() / "ray_results").resolve()
+    exp_dir = root / sweep.name
+    resolved = yaml.safe_dump(sweep.spec.model_dump(mode="json"), sort_keys=True)
+    if resume:
+        if not tune.Tuner.can_restore(str(exp_dir)):
+            raise ConfigError(f"--resume: no sweep state to resume at {exp_dir} "
+                              "(run without --resume, or pass the --storage it used)")
+        kept = exp_dir / SWEEP_COPY
+        if kept.is_file() and kept.read_text() != resolved:
+            raise ConfigError(f"--resume: {path} (with these --set values) differs from the "
+                              f"sweep being resumed ({kept}); resume with the same file and values")
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        ray.init(address=os.environ.get("RAY_ADDRESS") or "local")
+    try:
+        store = Store(sweep.tracking_uri)
+        log = SweepLog(store, sweep.experiment, sweep.name, sweep.metric, sweep.mode,
+                       sweep.source, resume)
+        echo(f"sweep {sweep.name}: {sweep.num_trials()} trials; Tune state {exp_dir}; "
+             f"MLflow {store.uri} experiment {sweep.experiment!r}")
+        callbacks = [_Driver(sweep, log, echo)]
+        trainable = tune.with_resources(
+            tune.with_parameters(train_trial, sweep=sweep, finished=log.finished()),
+            _TrialResources(sweep))
+        if resume:
+            tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_errored=True)
+            # restore brings back the RunConfig pickled at the first start; put in this
+            # driver's live callbacks
+            tuner._local_tuner.get_run_config().callbacks = callbacks
+        else:
+            tuner = tune.Tuner(trainable, param_space=sweep.param_space(),
+                               tune_config=_tune_config(sweep),
+                               run_config=tune.RunConfig(name=sweep.name, storage_path=str(root),
+                                                         callbacks=callbacks, verbose=0))
+            exp_dir.mkdir(parents=True, exist_ok=True)
+            (exp_dir / SWEEP_COPY).write_text(resolved)
+        results = tuner.fit()
+        best = log.finish(failed=results.num_errors > 0)
+        return SweepOutcome(log.parent_id, log.experiment_id, store.uri, exp_dir, results,
+                            results.num_errors, best)
+    finally:
+        if started_ray:
+            ray.shutdown()
+
+
+def _tune_config(sweep: Sweep) -> tune.TuneConfig:
+    settings = sweep.spec.tune
+    scheduler = None
+    if settings.scheduler == "asha":
+        rounds = max(parse_run(sweep.trial_config(p)).rounds for p in sweep.points())
+        scheduler = ASHAScheduler(
+            time_attr="round", max_t=rounds, grace_period=settings.grace_period or max(1, rounds // 10),
+            reduction_factor=settings.reduction_factor)
+    return tune.TuneConfig(
+        metric=settings.metric, mode=settings.mode, scheduler=scheduler,
+        num_samples=sweep.spec.search.samples, max_concurrent_trials=settings.max_concurrent,
+        search_alg=BasicVariantGenerator(random_state=sweep.spec.search.seed),
+        trial_name_creator=trial_name, trial_dirname_creator=trial_dirname,
+        reuse_actors=True)  # a new trial process costs seconds (imports); trials are stateless
