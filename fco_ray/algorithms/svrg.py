@@ -1,0 +1,427 @@
+"""Federated SVRG and friends (Konecny, McMahan, Ramage, Richtarik 2016): distributed GD,
+naive FSVRG (Alg. 3), FSVRG (Alg. 4), DANE and CoCoA+, on problems with per-node sparse
+data (`fco_ray.problems.text.SparseTextLogReg`). Exact rules: ALGORITHMS.md.
+
+Notation: node k holds n_k samples, n = sum_k n_k, f(w) = sum_k (n_k/n) F_k(w),
+f_i(w) = l_i(<x_i, w>) + (lam/2)||w||^2 (logistic l_i). The step size h is `client_lr`.
+
+Rounds. A communication round is one outer iteration. FSVRG, naive FSVRG and DANE need
+grad f(w^t) before the local work, so they use two client exchanges per round
+(`exchanges_per_round = 2`; the state's `phase` says which is next): exchange 1 returns the
+nodes' gradients, exchange 2 the local passes' results. `floats_up/down` count both. GD and
+CoCoA+ use one exchange per round.
+
+Aggregation. Every algorithm here weights node k's message by n_k (`client_weights`), so
+the gradient exchange yields sum_k (n_k/n) grad F_k = grad f. Uniform averages (naive FSVRG,
+DANE with `weighting: uniform`) send (delta_k / n_k, 1 / n_k) and divide the two means.
+
+Local passes (the hot path) are vectorized ACROSS NODES: step j processes the j-th sample of
+every node's order at once (one CSR gather of those rows; nodes that have finished drop out,
+nodes being sorted longest-first so the active ones are a prefix). Permutations are keyed
+by (seed, round, node) (`Key`, stream PERMUTATION), so results do not depend on sharding.
+
+Lazy updates. Between two visits of coordinate j, node k's update of u = w_k - anchor is
+affine with constant coefficients:  u <- (1 - c) u - h_k G_j,  c = h_k (s_k^j lam + mu),
+so a step only touches the coordinates of its sample; the skipped steps are applied in
+closed form, u_m = (1 - c)^m u - h_k G_j (1 - (1 - c)^m) / c, when the coordinate is next
+read, and once for all coordinates at the end of the pass. Work per pass is O(nnz); memory
+per chunk of C nodes is O(C d) for the dense local models plus O(C max n_k) for the orders.
+"""
+from __future__ import annotations
+
+import abc
+import uuid
+
+import numpy as np
+from pydantic import Field
+from scipy.special import expit
+
+from ..problems.text import SparseNodes, SparseTextLogReg, logistic, margins, node_loss_grads, ranges
+from ..random import BATCH, PERMUTATION, Key
+from ..tree import copy
+from .base import Algorithm, Hyper
+
+MEMORY_RUNS = 8  # CoCoA+ runs whose dual variables a problem keeps at once (oldest dropped)
+
+
+# ---- vectorized local passes ----------------------------------------------------------------
+def _affine_steps(u, m, c, b):
+    """m steps of u <- (1 - c) u - b in closed form (c < 1; c = 0 gives u - m b)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = m * np.log1p(-c)
+        return np.exp(t) * u - b * np.where(c > 0, -np.expm1(t) / c, m)
+
+
+def _at(array: np.ndarray, own: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """array[cols] for a shared (d,) vector, array[own, cols] for a per-node (C, d) stack."""
+    return array[cols] if array.ndim == 1 else array[own, cols]
+
+
+def permutations(key: Key, sizes: np.ndarray) -> np.ndarray:
+    """(C, max n_k): row k starts with a uniform random permutation of range(n_k)."""
+    u = key.uniform((int(sizes.max()),))
+    u[np.arange(u.shape[1])[None, :] >= sizes[:, None]] = 2.0  # padding sorts last
+    return np.argsort(u, axis=1)
+
+
+class Schedule:
+    """A local pass listed step by step, computed once before the sequential loop.
+
+    Node k (of `nodes`) visits rows `order[k, :steps[k]]` of its data. Nodes are renumbered
+    longest-first (`rank[k]`), so the nodes still running at step j are ranks 0..count_j-1.
+    Step j's samples are `sample[sample_ptr[j]:sample_ptr[j+1]]` (rows of nodes.x, by rank)
+    and their nonzeros `pos[entry_ptr[j]:entry_ptr[j+1]]` (into x.data), owned by rank `own`.
+    Memory O(C max n_k + visited nnz).
+    """
+
+    def __init__(self, nodes: SparseNodes, order: np.ndarray, steps: np.ndarray):
+        clients = nodes.num_clients
+        by_len = np.argsort(-steps, kind="stable")
+        self.rank = np.empty(clients, np.int64)
+        self.rank[by_len] = np.arange(clients)
+        self.steps = steps[by_len]
+        running = np.arange(int(self.steps.max()))[:, None] < self.steps[None, :]  # (steps, C)
+        rows = nodes.offsets[:-1][by_len][None, :] + order[by_len].T
+        self.sample = rows[running]  # step-major, rank order within a step
+        self.sample_ptr = np.concatenate([[0], np.cumsum(running.sum(axis=1))])
+        lengths = np.diff(nodes.x.indptr)[self.sample]
+        self.pos = ranges(nodes.x.indptr[self.sample], lengths)
+        self.own = np.repeat(np.broadcast_to(np.arange(clients), running.shape)[running], lengths)
+        self.entry_ptr = np.concatenate([[0], np.cumsum(lengths)])[self.sample_ptr]
+
+    def by_rank(self, array: np.ndarray) -> np.ndarray:
+        """Per-node rows (C, ...) reordered to rank order."""
+        out = np.empty_like(array)
+        out[self.rank] = array
+        return out
+
+
+def svrg_pass(nodes: SparseNodes, order: np.ndarray, steps: np.ndarray, anchor: np.ndarray,
+              drift: np.ndarray, h: np.ndarray, lam: float, mu: float = 0.0,
+              scaled: bool = False) -> np.ndarray:
+    """Local SVRG-type passes of every node at once; returns u_k = w_k - anchor_k, (C, d).
+
+    Node k runs `steps[k]` steps on samples `order[k, :steps[k]]` (indices within the node):
+
+        w <- w - h_k ( s_k * [grad f_i(w) - grad f_i(anchor_k)] + mu (w - anchor_k) + drift_k )
+
+    with s_k = S_k (`scaled`, FSVRG) or 1; `anchor` and `drift` are (d,) (shared) or (C, d).
+    grad f_i(w) - grad f_i(a) = (l_i'(<x_i, w>) - l_i'(<x_i, a>)) x_i + lam (w - a).
+    Everything that is fixed during the pass is gathered per visited nonzero up front.
+    """
+    x, y, d, clients = nodes.x, nodes.y, nodes.dim, nodes.num_clients
+    plan = Schedule(nodes, order, steps)
+    h = plan.by_rank(h)
+    if anchor.ndim == 2:
+        anchor = plan.by_rank(anchor)
+    if drift.ndim == 2:
+        drift = plan.by_rank(drift)
+    _, dl_anchor = logistic(margins(x, anchor, plan.rank[nodes.node_of_row()]), y)
+    # per visited nonzero: flat index into (C, d), value, and the step's coefficients
+    own, cols = plan.own, x.indices[plan.pos].astype(np.int64)
+    flat = own * d + cols
+    vals = x.data[plan.pos]
+    s = nodes.scale[plan.pos] if scaled else 1.0
+    coef = h[own] * (s * lam + mu)  # c: u <- (1 - c) u - b between visits (c > 0 as lam > 0)
+    push = h[own] * _at(drift, own, cols)  # b
+    anchor_val = vals * _at(anchor, own, cols)
+    sample_grad = h[own] * s * vals  # times l'(w) - l'(anchor): the sparse part of the step
+    y_s, dl_a = y[plan.sample], dl_anchor[plan.sample]
+    # steps skipped since the previous visit of the same (node, coordinate): the catch-up
+    # u <- decay u + growth is fixed by the schedule, so it is computed for all visits at once
+    step = np.repeat(np.arange(len(plan.entry_ptr) - 1), np.diff(plan.entry_ptr))
+    by_key = np.argsort(flat, kind="stable")
+    key_sorted, step_sorted = flat[by_key], step[by_key]
+    first = np.concatenate([[True], key_sorted[1:] != key_sorted[:-1]])
+    skipped = np.empty_like(step)
+    skipped[by_key] = step_sorted - np.where(first, 0, np.concatenate([[0], step_sorted[:-1] + 1]))
+    t = skipped * np.log1p(-coef)
+    decay, growth = np.exp(t), push / coef * np.expm1(t)
+    keep = 1.0 - coef
+
+    u_flat = np.zeros(clients * d)
+    for j in range(len(plan.sample_ptr) - 1):
+        e = slice(plan.entry_ptr[j], plan.entry_ptr[j + 1])
+        smp = slice(plan.sample_ptr[j], plan.sample_ptr[j + 1])
+        f, o = flat[e], own[e]
+        uu = decay[e] * u_flat[f] + growth[e]
+        z = np.bincount(o, weights=anchor_val[e] + vals[e] * uu, minlength=smp.stop - smp.start)
+        dl = -y_s[smp] * expit(-y_s[smp] * z) - dl_a[smp]
+        u_flat[f] = keep[e] * uu - push[e] - sample_grad[e] * dl[o]
+    # apply every node's remaining steps to every coordinate (s_k^j = 1 where j is absent)
+    last = np.zeros(clients * d, np.int64)
+    is_last = np.concatenate([key_sorted[1:] != key_sorted[:-1], [True]])
+    last[key_sorted[is_last]] = step_sorted[is_last] + 1
+    s_dense = np.ones((clients, d))
+    if scaled:
+        s_dense.reshape(-1)[np.repeat(plan.rank[nodes.node_of_row()], np.diff(x.indptr)) * d
+                            + x.indices] = nodes.scale
+    u = _affine_steps(u_flat.reshape(clients, d), plan.steps[:, None] - last.reshape(clients, d),
+                      h[:, None] * (s_dense * lam + mu), h[:, None] * np.broadcast_to(drift, (clients, d)))
+    return u[plan.rank]
+
+
+# ---- hyperparameters ------------------------------------------------------------------------
+class SVRGFamilyHyper(Hyper):
+    """`client_lr` is the step size h; all nodes take part by default. `local_steps`,
+    `batch_size` and `server_lr` are not used by this family."""
+
+    client_lr: float = Field(1.0, gt=0, allow_inf_nan=False, description="step size h")
+    clients_per_round: int | None = Field(None, ge=1, description="None = all nodes")
+
+
+class NaiveHyper(SVRGFamilyHyper):
+    local_steps: int | None = Field(None, ge=1, description="m; None = n_k steps on node k")
+
+
+class DANEHyper(SVRGFamilyHyper):
+    eta: float = Field(1.0, gt=0, allow_inf_nan=False, description="weight of grad f(w^t)")
+    mu: float = Field(0.0, ge=0, allow_inf_nan=False, description="proximal weight")
+    local_passes: int = Field(2, ge=1, description="SVRG passes of the inexact local solver")
+
+
+class CoCoAHyper(SVRGFamilyHyper):
+    client_lr: float = Field(1.0, gt=0, allow_inf_nan=False, description="not used (SDCA has no step)")
+    clients_per_round: None = Field(None, description="CoCoA+ (sigma' = K) needs every node")
+    local_passes: int = Field(1, ge=1, description="SDCA passes over the node's data per round")
+
+
+# ---- algorithms -----------------------------------------------------------------------------
+class SVRGFamily(Algorithm):
+    """Shared parts: messages weighted by n_k; the state's model is `w`; a node's message
+    without local work is its full gradient grad F_k(w) (C, d)."""
+
+    Hyper = SVRGFamilyHyper
+
+    def client_weights(self, problem, rows):
+        return problem.train.sizes[rows].astype(float)
+
+    def server_init(self, problem, params0):
+        if not isinstance(problem, SparseTextLogReg):
+            raise ValueError(f"algorithm {self.name!r} needs per-node sparse data (problem "
+                             f"'sparse_text_logreg'), got problem {problem.name!r}")
+        return {"w": copy(params0)["w"]}
+
+    def output(self, problem, state):
+        return {"w": state["w"]}
+
+    def client_update(self, problem, payload, rows, key):
+        return {"g": node_loss_grads(problem.train.take(rows), payload["w"], problem.lam)[1]}
+
+
+class TwoExchange(SVRGFamily):
+    """Exchange 1 (phase 0): grad f(w^t); exchange 2 (phase 1): `local_work` from w^t, then
+    the server step `combine`."""
+
+    exchanges_per_round = 2
+
+    def server_init(self, problem, params0):
+        return {**super().server_init(problem, params0), "phase": 0}
+
+    def broadcast(self, state):
+        if state["phase"] == 0:
+            return {"w": state["w"]}
+        return {"w": state["w"], "g": state["g"]}
+
+    def client_update(self, problem, payload, rows, key):
+        if "g" not in payload:
+            return super().client_update(problem, payload, rows, key)
+        return self.local_work(problem, problem.train.take(rows), payload, key)
+
+    def server_update(self, problem, state, mean, rnd):
+        if state["phase"] == 0:
+            return {"w": state["w"], "g": mean["g"], "phase": 1}
+        return {"w": state["w"] + self.combine(problem, mean), "phase": 0}
+
+    @abc.abstractmethod
+    def local_work(self, problem, nodes: SparseNodes, payload: dict, key: Key) -> dict:
+        """Messages of the local passes of `nodes` (the chunk's data) from payload["w"]."""
+
+    def combine(self, problem, mean) -> np.ndarray:
+        """Server step from the n_k-weighted mean message."""
+        return mean["delta"] / mean["norm"]
+
+    @staticmethod
+    def average(u: np.ndarray, sizes: np.ndarray, weighting: str) -> dict:
+        """Messages whose ratio of n_k-weighted means is the uniform / n_k-weighted mean of u."""
+        if weighting == "uniform":
+            return {"delta": u / sizes[:, None], "norm": 1.0 / sizes}
+        return {"delta": u, "norm": np.ones(len(sizes))}
+
+
+class GD(SVRGFamily):
+    """Distributed gradient descent: w <- w - h grad f(w), one exchange per round."""
+
+    name = "gd"
+
+    def broadcast(self, state):
+        return {"w": state["w"]}
+
+    def server_update(self, problem, state, mean, rnd):
+        return {"w": state["w"] - self.hp.client_lr * mean["g"]}
+
+
+class FSVRG(TwoExchange):
+    """FSVRG (Alg. 4): node k makes one pass over a random permutation of its n_k samples,
+        w_k <- w_k - h_k ( S_k [grad f_i(w_k) - grad f_i(w^t)] + grad f(w^t) ),  h_k = h / n_k;
+    server: w^{t+1} = w^t + A sum_k (n_k/n)(w_k - w^t). S_k, A from `sparsity_scalings`
+    (computed once with the problem). `weighting` is not used (the n_k/n weights are Alg. 4's).
+    """
+
+    name = "fsvrg"
+
+    def local_work(self, problem, nodes, payload, key):
+        order = permutations(key.with_step(0, PERMUTATION), nodes.sizes)
+        u = svrg_pass(nodes, order, nodes.sizes, payload["w"], payload["g"],
+                      self.hp.client_lr / nodes.sizes, problem.lam, scaled=True)
+        return {"delta": u}
+
+    def combine(self, problem, mean):
+        return problem.aggregation * mean["delta"]
+
+
+class NaiveFSVRG(TwoExchange):
+    """Naive FSVRG (Alg. 3): node k makes m steps on samples drawn uniformly (with
+    replacement) from its data, w_k <- w_k - h (grad f_i(w_k) - grad f_i(w^t) + grad f(w^t));
+    server: w^{t+1} = w^t + (1/K) sum_k (w_k - w^t) (`weighting: samples`: n_k/n weights).
+    m = `local_steps`; None means m_k = n_k (one epoch's worth, comparable with FSVRG)."""
+
+    name = "fsvrg_naive"
+    Hyper = NaiveHyper
+
+    def local_work(self, problem, nodes, payload, key):
+        m = self.hp.local_steps
+        steps = nodes.sizes if m is None else np.full(nodes.num_clients, m)
+        order = key.with_step(0, BATCH).integers(nodes.sizes, int(steps.max()))
+        u = svrg_pass(nodes, order, steps, payload["w"], payload["g"],
+                      np.full(nodes.num_clients, self.hp.client_lr), problem.lam)
+        return self.average(u, nodes.sizes, self.hp.weighting)
+
+
+class DANE(TwoExchange):
+    """DANE: node k approximately solves
+        min_w F_k(w) - (grad F_k(w^t) - eta grad f(w^t))^T w + (mu/2) ||w - w^t||^2
+    by `local_passes` SVRG passes (step h / n_k, random permutation each pass, the SVRG
+    anchor moved to the pass's result); the server averages the w_k (`weighting`).
+
+    With anchor a (first pass a = w^t) the subproblem's variance-reduced gradient is
+        grad f_i(w) - grad f_i(a) + [grad F_k(a) - grad F_k(w^t) + eta grad f(w^t) + mu (a - w^t)]
+        + mu (w - a),
+    so each pass is `svrg_pass` with that bracket as the (per-node) drift."""
+
+    name = "dane"
+    Hyper = DANEHyper
+
+    def local_work(self, problem, nodes, payload, key):
+        hp, w = self.hp, payload["w"]
+        h = hp.client_lr / nodes.sizes
+        anchor, drift = w, hp.eta * payload["g"]
+        grads_t = node_loss_grads(nodes, w, problem.lam)[1] if hp.local_passes > 1 else None
+        for p in range(hp.local_passes):
+            order = permutations(key.with_step(p, PERMUTATION), nodes.sizes)
+            anchor = anchor + svrg_pass(nodes, order, nodes.sizes, anchor, drift, h,
+                                        problem.lam, hp.mu)
+            if p + 1 < hp.local_passes:
+                drift = (node_loss_grads(nodes, anchor, problem.lam)[1] - grads_t
+                         + hp.eta * payload["g"] + hp.mu * (anchor - w))
+        return self.average(anchor - w, nodes.sizes, hp.weighting)
+
+
+def sdca_logistic(b: np.ndarray, yz: np.ndarray, q: np.ndarray, tol: float = 1e-10,
+                  max_iter: int = 100) -> np.ndarray:
+    """Exact SDCA coordinate step for the logistic loss, vectorized.
+
+    With b = y alpha in [0, 1] the dual term is -(b log b + (1-b) log(1-b)); maximizing
+    -ent(b') - (b' - b) y z - (q/2)(b' - b)^2 over b' gives, with t = logit(b'),
+        F(t) = t + q (sigmoid(t) - b) + y z = 0,
+    increasing in t with its root in [-yz - q(1-b), -yz + q b]: safeguarded Newton from the
+    previous value (warm start), bisection whenever Newton leaves the bracket.
+    """
+    lo, hi = -yz - q * (1.0 - b), -yz + q * b
+    with np.errstate(divide="ignore"):
+        t = np.clip(np.log(b) - np.log1p(-b), lo, hi)
+    for _ in range(max_iter):
+        sig = expit(t)
+        f = t + q * (sig - b) + yz
+        lo, hi = np.where(f < 0, t, lo), np.where(f > 0, t, hi)
+        new = t - f / (1.0 + q * sig * (1.0 - sig))
+        new = np.where((new <= lo) | (new >= hi), 0.5 * (lo + hi), new)
+        done = np.max(np.abs(new - t), initial=0.0) < tol * (1.0 + np.max(np.abs(t), initial=0.0))
+        t = new
+        if done:
+            break
+    return expit(t)
+
+
+class CoCoAPlus(SVRGFamily):
+    """CoCoA+ (Ma et al. 2015) with local SDCA, adding (gamma = 1, sigma' = K).
+
+    Dual variables alpha_i (b_i = y_i alpha_i in [0, 1]), w(alpha) = (1/(lam n)) sum_i alpha_i x_i.
+    Node k runs `local_passes` SDCA passes over random permutations of its samples on
+        max_{d alpha} -(1/n) sum_{i in P_k} l_i*(-alpha_i - d alpha_i) - (1/n) w^T A_k d alpha
+                      - (lam sigma'/2) ||A_k d alpha / (lam n)||^2,
+    i.e. exact coordinate steps (`sdca_logistic`) against v_k = w + sigma' dw_k with
+    q_i = sigma' ||x_i||^2 / (lam n); it sends dw_k = A_k d alpha / (lam n) and the server
+    adds w += gamma sum_k dw_k. Starts from alpha = 0, i.e. w = 0 (params0 is not used).
+
+    The duals live on the nodes, as in the paper: the engine's messages are fixed-size
+    per-node sums, so alpha cannot travel through them. They are kept in the node data's
+    `memory` (per shard on Ray actors), keyed by a run token that the server sends in the
+    broadcast (one float), so concurrent runs on one problem object do not mix.
+    SDCA steps are sequential per node but vectorized across nodes like `svrg_pass`.
+    """
+
+    name = "cocoa_plus"
+    Hyper = CoCoAHyper
+
+    def server_init(self, problem, params0):
+        super().server_init(problem, params0)  # checks the problem
+        run = float(uuid.uuid4().int >> 76)  # 52 bits: exact as a float
+        return {"w": np.zeros(problem.train.dim), "run": run, "sigma": float(problem.num_clients),
+                "n": float(problem.total_samples)}
+
+    def broadcast(self, state):
+        return {"w": state["w"], "run": state["run"], "sigma": state["sigma"], "n": state["n"]}
+
+    def server_update(self, problem, state, mean, rnd):
+        # mean["delta"] = sum_k n_k (dw_k / n_k) / n; gamma = 1
+        return {**state, "w": state["w"] + state["n"] * mean["delta"]}
+
+    def _duals(self, problem, run: float) -> np.ndarray:
+        memory = problem.train.memory
+        if run not in memory:
+            while len(memory) >= MEMORY_RUNS:
+                memory.pop(next(iter(memory)))
+            memory[run] = np.zeros(problem.train.x.shape[0])
+        return memory[run]
+
+    def client_update(self, problem, payload, rows, key):
+        nodes = problem.train.take(rows)
+        b_all = self._duals(problem, payload["run"])
+        global_rows = problem.train.rows_of(rows)
+        b = b_all[global_rows]
+        w, sigma = payload["w"], payload["sigma"]
+        x, y, d, clients = nodes.x, nodes.y, nodes.dim, nodes.num_clients
+        scale = sigma / (problem.lam * payload["n"])  # sigma' / (lam n)
+        sqnorm = np.asarray(x.multiply(x).sum(axis=1)).ravel()
+        v_flat = np.tile(w, clients)  # v_k = w + sigma' dw_k, rows in the schedule's rank order
+        for p in range(self.hp.local_passes):
+            order = permutations(key.with_step(p, PERMUTATION), nodes.sizes)
+            plan = Schedule(nodes, order, nodes.sizes)
+            flat = plan.own * d + x.indices[plan.pos]
+            vals = x.data[plan.pos]
+            for j in range(len(plan.sample_ptr) - 1):
+                e = slice(plan.entry_ptr[j], plan.entry_ptr[j + 1])
+                sample = plan.sample[plan.sample_ptr[j]:plan.sample_ptr[j + 1]]
+                f, o = flat[e], plan.own[e]
+                z = np.bincount(o, weights=vals[e] * v_flat[f], minlength=len(sample))
+                new = sdca_logistic(b[sample], y[sample] * z, scale * sqnorm[sample])
+                step = y[sample] * (new - b[sample])  # d alpha_i
+                b[sample] = new
+                v_flat[f] += scale * step[o] * vals[e]
+        b_all[global_rows] = b
+        dw = (v_flat.reshape(clients, d)[plan.rank] - w) / sigma
+        return {"delta": dw / nodes.sizes[:, None]}
+
+
+ALL: tuple[type[Algorithm], ...] = (GD, FSVRG, NaiveFSVRG, DANE, CoCoAPlus)

@@ -1,0 +1,131 @@
+"""LIBSVM / svmlight files as per-node sparse data (for E7 on real data).
+
+A line is `label [qid:<id>] <index>:<value> ...` (scikit-learn's `load_svmlight_file`;
+indices may be 0- or 1-based, detected from the file, and train/test files are read together
+so they agree). Labels must be in {-1, +1} or {0, 1}. The node of every line comes from:
+
+- `node_column="qid"` (default): the `qid:` field;
+- `node_column=j` (int >= 0): column j of the loaded matrix (0-based; for a 1-based file,
+  feature j + 1), which must hold integers and is removed from the features;
+- `group_file=path`: a text file with one node id (any token) per training line.
+
+Nodes are ordered by id; a node's lines keep their file order.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_files
+
+from ..problems.text import SparseNodes, as_pm1
+from ..random import generator
+
+SPLIT_TAG = 0x5B17
+
+
+def _check_file(path, what: str) -> str:
+    if not Path(path).is_file():
+        raise ValueError(f"{what}: LIBSVM file not found: {path}")
+    return str(path)
+
+
+def _drop_column(x: sp.csr_matrix, column: int, path: str) -> tuple[sp.csr_matrix, np.ndarray]:
+    if column >= x.shape[1]:
+        raise ValueError(f"{path}: node_column {column} is out of range: the file has "
+                         f"{x.shape[1]} columns (0..{x.shape[1] - 1})")
+    ids = x[:, column].toarray().ravel()
+    if not np.all(ids == np.round(ids)):
+        bad = ids[ids != np.round(ids)][:3].tolist()
+        raise ValueError(f"{path}: node_column {column} must hold integer node ids, got {bad}")
+    keep = np.delete(np.arange(x.shape[1]), column)
+    return sp.csr_matrix(x[:, keep]), ids.astype(np.int64)
+
+
+def read_libsvm(path, *, node_column: str | int | None = "qid", test_path=None):
+    """Read a training file (and optionally a test file with the same features).
+
+    Returns `(x, y, node_ids, test)` with `node_ids` None when `node_column` is None and
+    `test` = (x, y) or None.
+    """
+    paths = [_check_file(path, "problem.path")]
+    if test_path is not None:
+        paths.append(_check_file(test_path, "problem.test_path"))
+    try:
+        loaded = load_svmlight_files(paths, dtype=np.float64, query_id=True)
+    except ValueError as e:
+        raise ValueError(f"{' / '.join(paths)}: not a valid LIBSVM file: {e}") from None
+    x, y, qid = loaded[0], loaded[1], loaded[2]
+    try:
+        y = as_pm1(y)
+        test = None if test_path is None else [loaded[3], as_pm1(loaded[4])]
+    except ValueError as e:
+        raise ValueError(f"{' / '.join(paths)}: {e}") from None
+    ids = None
+    if node_column == "qid":
+        if not np.any(qid):
+            raise ValueError(f"{path}: no 'qid:' fields; give problem.node_column (a feature "
+                             f"column) or problem.group_file")
+        ids = np.asarray(qid, dtype=np.int64)
+    elif isinstance(node_column, (int, np.integer)):
+        x, ids = _drop_column(sp.csr_matrix(x), int(node_column), paths[0])
+        if test is not None:
+            test[0] = _drop_column(sp.csr_matrix(test[0]), int(node_column), paths[1])[0]
+    elif node_column is not None:
+        raise ValueError(f"node_column must be 'qid', a column index >= 0 or None, got {node_column!r}")
+    return sp.csr_matrix(x), y, ids, None if test is None else tuple(test)
+
+
+def read_groups(group_file, rows: int) -> np.ndarray:
+    """One node id per line (blank lines are errors); the ids' count must equal `rows`."""
+    path = _check_file(group_file, "problem.group_file")
+    lines = Path(path).read_text().splitlines()
+    ids = np.array([line.strip() for line in lines])
+    if len(ids) != rows:
+        raise ValueError(f"{path}: {len(ids)} node ids for {rows} training lines; "
+                         f"need exactly one id per line")
+    if np.any(ids == ""):
+        raise ValueError(f"{path}: line {int(np.argmax(ids == '')) + 1} is empty; need one node id per line")
+    return ids
+
+
+def group_by_node(x: sp.csr_matrix, y: np.ndarray, ids: np.ndarray) -> SparseNodes:
+    """Rows reordered node by node (stable), node sizes = rows per distinct id."""
+    order = np.argsort(ids, kind="stable")
+    _, sizes = np.unique(ids[order], return_counts=True)
+    return SparseNodes(x[order], y[order], sizes)
+
+
+def split_holdout(nodes: SparseNodes, fraction: float, seed: int) -> tuple[SparseNodes, SparseNodes | None]:
+    """Hold out floor(fraction n_k) random rows of every node (each keeps >= 1 training row);
+    the held-out rows are pooled into one block (None if there are none)."""
+    held = np.minimum(np.floor(fraction * nodes.sizes), nodes.sizes - 1).astype(np.int64)
+    if held.sum() == 0:
+        return nodes, None
+    # a random rank of every row within its node: rows ranked below held[k] are held out
+    key = generator(seed, SPLIT_TAG).random(nodes.x.shape[0])
+    order = np.lexsort((key, nodes.node_of_row()))
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order)) - np.repeat(nodes.offsets[:-1], nodes.sizes)
+    is_test = rank < np.repeat(held, nodes.sizes)
+    train_rows, test_rows = np.flatnonzero(~is_test), np.flatnonzero(is_test)
+    train = SparseNodes(nodes.x[train_rows], nodes.y[train_rows], nodes.sizes - held)
+    return train, SparseNodes(nodes.x[test_rows], nodes.y[test_rows], [len(test_rows)])
+
+
+def load_libsvm_problem_data(path, *, test_path=None, node_column: str | int = "qid",
+                             group_file=None, test_fraction: float = 0.1,
+                             seed: int = 0) -> tuple[SparseNodes, SparseNodes | None]:
+    """(training nodes, pooled test block): the test file if given, else a per-node split."""
+    x, y, ids, test = read_libsvm(path, node_column=None if group_file else node_column,
+                                  test_path=test_path)
+    if group_file is not None:
+        ids = read_groups(group_file, x.shape[0])
+    nodes = group_by_node(x, y, ids)
+    if test is not None:
+        return nodes, SparseNodes(test[0], test[1], [test[0].shape[0]])
+    return split_holdout(nodes, test_fraction, seed)
+
+
+__all__ = ["group_by_node", "load_libsvm_problem_data", "read_groups", "read_libsvm", "split_holdout"]

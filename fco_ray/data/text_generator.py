@@ -1,0 +1,115 @@
+"""E7 data: a synthetic stand-in for the paper's public posts (one node per author).
+
+The seed paper's data (Konecny et al. 2016: ~10,000 authors with 75..9,000 posts, bag of
+words, label = "the post got a comment") is not public. This generator has the properties
+that matter for the algorithms:
+
+- **unbalanced nodes**: training sizes n_k from a Pareto law truncated to [min, max]
+  (inverse CDF `n = m (1 - u (1 - (m/M)^a))^(-1/a)`, floored);
+- **Zipf word frequencies**: word of rank r has probability prop. to (r + 1)^(-zipf_exponent);
+- **per-node topic skew**: author k has a topic mix theta_k ~ Dirichlet(concentration); each
+  post draws a topic z ~ theta_k, and each of its ~Poisson(words_per_doc) tokens is, with
+  probability `topic_weight`, a Zipf rank mapped through the topic's own word permutation
+  (topic-specific vocabulary), else a plain Zipf word;
+- **per-author label bias**: P(y = +1) = sigmoid(signal <x, w_true> + b_k), w_true ~ N(0, I),
+  b_k ~ N(0, author_bias^2).
+
+Features are term counts scaled to unit L2 norm per post (so the logistic loss is
+1/4-smooth). Each node also gets t_k = round(n_k f / (1 - f)) held-out posts from the same
+author (f = test_fraction), pooled into one test block. Generation runs over blocks of
+nodes, so the transient memory is bounded and the result is O(nnz).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+from sklearn.preprocessing import normalize
+
+from ..problems.text import SparseNodes
+from ..random import generator
+
+DATA_TAG, SHUFFLE_TAG = 0x7E47, 0x5AFF
+BLOCK_DOCS = 200_000  # posts generated at once (bounds the token arrays' memory)
+
+
+def power_law_sizes(rng: np.random.Generator, clients: int, min_samples: int, max_samples: int,
+                    exponent: float) -> np.ndarray:
+    """Node sizes from a Pareto(exponent) law truncated to [min_samples, max_samples]."""
+    u = rng.random(clients)
+    tail = (min_samples / max_samples) ** exponent
+    x = min_samples * (1.0 - u * (1.0 - tail)) ** (-1.0 / exponent)
+    return np.clip(np.floor(x), min_samples, max_samples).astype(np.int64)
+
+
+def _word_sampler(rng, dim, topics, zipf_exponent):
+    cdf = np.cumsum((np.arange(dim) + 1.0) ** -zipf_exponent)
+    cdf /= cdf[-1]
+    vocab = np.argsort(rng.random((topics, dim)), axis=1).astype(np.int32)  # topic t: rank -> word
+
+    def draw(topic_of_token: np.ndarray, topical: np.ndarray) -> np.ndarray:
+        rank = np.minimum(np.searchsorted(cdf, rng.random(len(topic_of_token))), dim - 1)
+        return np.where(topical, vocab[topic_of_token, rank], rank)
+
+    return draw
+
+
+def generate_text_nodes(*, seed: int, clients: int = 10000, min_samples: int = 75,
+                        max_samples: int = 9000, size_exponent: float = 1.5, dim: int = 20000,
+                        topics: int = 20, topic_concentration: float = 0.1,
+                        topic_weight: float = 0.5, zipf_exponent: float = 1.0,
+                        words_per_doc: float = 20.0, signal: float = 3.0,
+                        author_bias: float = 1.0,
+                        test_fraction: float = 0.1) -> tuple[SparseNodes, SparseNodes | None]:
+    """(training nodes, pooled held-out block or None if test_fraction = 0); see module doc."""
+    if clients < 1 or dim < 2 or topics < 1 or not 1 <= min_samples <= max_samples:
+        raise ValueError(f"need clients >= 1, dim >= 2, topics >= 1 and 1 <= min_samples <= "
+                         f"max_samples; got {clients}, {dim}, {topics}, {min_samples}, {max_samples}")
+    if not 0 <= test_fraction < 1:
+        raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
+    rng = generator(seed, DATA_TAG)
+    sizes = power_law_sizes(rng, clients, min_samples, max_samples, size_exponent)
+    held = np.rint(sizes * test_fraction / (1.0 - test_fraction)).astype(np.int64)
+    theta_cdf = np.cumsum(rng.dirichlet(np.full(topics, topic_concentration), size=clients), axis=1)
+    bias = author_bias * rng.standard_normal(clients)
+    w_true = rng.standard_normal(dim)
+    draw_words = _word_sampler(rng, dim, topics, zipf_exponent)
+
+    total = sizes + held
+    ends = np.cumsum(total)
+    parts = {"train": [], "test": []}
+    first = 0
+    while first < clients:  # blocks of whole nodes with about BLOCK_DOCS posts
+        last = max(first + 1, int(np.searchsorted(ends, ends[first] - total[first] + BLOCK_DOCS, "right")))
+        nodes = np.arange(first, min(last, clients))
+        node = np.repeat(nodes, total[nodes])
+        u = rng.random(len(node))
+        topic = np.minimum((u[:, None] > theta_cdf[node]).sum(axis=1), topics - 1)
+        length = 1 + rng.poisson(words_per_doc - 1.0, len(node))
+        doc = np.repeat(np.arange(len(node)), length)
+        words = draw_words(topic[doc], rng.random(len(doc)) < topic_weight)
+        x = sp.csr_matrix((np.ones(len(doc)), (doc, words)), shape=(len(node), dim))
+        x.sum_duplicates()
+        x = normalize(x, norm="l2", copy=False)
+        y = np.where(rng.random(len(node)) < expit(signal * (x @ w_true) + bias[node]), 1.0, -1.0)
+        # within a node posts are exchangeable: its last held[k] posts are the test posts
+        position = np.arange(len(node)) - np.repeat(np.cumsum(total[nodes]) - total[nodes], total[nodes])
+        is_test = position >= sizes[node]
+        for name, mask in (("train", ~is_test), ("test", is_test)):
+            rows = np.flatnonzero(mask)
+            parts[name].append((x[rows], y[rows]))
+        first = nodes[-1] + 1
+
+    train = SparseNodes(sp.vstack([p[0] for p in parts["train"]], format="csr"),
+                        np.concatenate([p[1] for p in parts["train"]]), sizes)
+    if held.sum() == 0:
+        return train, None
+    test_x = sp.vstack([p[0] for p in parts["test"]], format="csr")
+    return train, SparseNodes(test_x, np.concatenate([p[1] for p in parts["test"]]), [test_x.shape[0]])
+
+
+def reshuffle_nodes(nodes: SparseNodes, seed: int) -> SparseNodes:
+    """The reshuffled twin (FSVRGR): the same samples randomly reassigned to nodes of the
+    same sizes, which removes the non-IID structure but keeps the imbalance."""
+    perm = generator(seed, SHUFFLE_TAG).permutation(nodes.x.shape[0])
+    return SparseNodes(nodes.x[perm], nodes.y[perm], nodes.sizes)
