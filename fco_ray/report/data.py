@@ -1,0 +1,181 @@
+"""A sweep's runs, read back from MLflow (layout: `fco_ray.tracking`) into pandas.
+
+`load_sweep` finds the sweep's parent run, its sweep file (artifact `sweep.yaml`) and its
+child runs (one row per trial, final metric values); `best_groups` picks each algorithm's
+best configuration (the parent's `fco.best.<algorithm>` tag, else recomputed like the sweep
+does); `history` reads one run's per-round series; `grid_cells` aggregates trials over a
+two-hyperparameter grid for the heatmaps.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from mlflow import MlflowClient
+from mlflow.entities import Run
+
+from ..config import ConfigError
+from ..tracking import (ALGORITHM, PARENT, ROLE, SWEEP, Store, best_per_algorithm, filter_tags,
+                        trials_frame)
+
+RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+# why a cell/trial has no final value, most telling first
+NOT_FINISHED = ("diverged", "error", "stopped", "running")
+
+
+@dataclass
+class SweepData:
+    client: MlflowClient
+    parent: Run
+    experiment: str
+    sweep: dict          # the sweep file as logged (artifact sweep.yaml); {} if absent
+    trials: pd.DataFrame  # tracking.trials_frame of the child runs
+
+    @property
+    def name(self) -> str:
+        return self.parent.data.tags.get(SWEEP) or self.parent.info.run_name
+
+    @property
+    def run_id(self) -> str:
+        return self.parent.info.run_id
+
+    @property
+    def problem(self) -> str | None:
+        problem = self.sweep.get("problem")
+        if isinstance(problem, dict) and problem.get("name"):
+            return str(problem["name"])
+        if "problem.name" in self.trials:
+            names = self.trials["problem.name"].dropna()
+            return str(names.iloc[0]) if len(names) else None
+        return None
+
+    def ranking(self, fallback_metric: str | None, fallback_mode: str | None) -> tuple[str, str]:
+        """The sweep's tuning metric and mode: parent tags `fco.metric`/`fco.mode`, else the
+        sweep file's `tune`, else the dashboard's fallback."""
+        tags, tune = self.parent.data.tags, self.sweep.get("tune") or {}
+        metric = tags.get("fco.metric") or tune.get("metric") or fallback_metric
+        mode = tags.get("fco.mode") or tune.get("mode") or fallback_mode
+        if not metric or mode not in ("min", "max"):
+            raise ConfigError(f"sweep {self.name!r} records no tuning metric/mode (tags fco.metric, "
+                              f"fco.mode or tune.metric, tune.mode in sweep.yaml; got {metric!r}, "
+                              f"{mode!r}) and the dashboard sets none (keys metric, mode)")
+        return metric, mode
+
+    def params(self) -> list[str]:
+        """Hyperparameter keys that vary across the sweep's trials (seed excluded)."""
+        keys = [p for p in self.trials.attrs.get("params", []) if p != "seed"]
+        return [p for p in keys if self.trials[p].astype(str).nunique() > 1]
+
+    def best_groups(self, metric: str, mode: str) -> dict[str, pd.DataFrame]:
+        """Algorithm -> the trials (one per seed) of its best configuration.
+
+        The sweep's own answer (tag `fco.best.<algorithm>`, the best trial's flattened config)
+        when it matches trials, else `tracking.best_per_algorithm` on the final values;
+        algorithms without a finished configuration are left out."""
+        out, recomputed = {}, None
+        for alg, rows in self.trials.groupby("algorithm"):
+            tag = self.parent.data.tags.get(f"fco.best.{alg}")
+            members = _matching(rows, json.loads(tag)) if tag else rows.iloc[:0]
+            if members.empty:
+                if recomputed is None:
+                    recomputed = best_per_algorithm(self.trials, metric, mode)
+                chosen = recomputed[recomputed["algorithm"] == alg] if len(recomputed) else recomputed
+                if chosen.empty:
+                    continue
+                members = rows[rows["run_id"].isin(chosen.iloc[0]["run_ids"])]
+            out[alg] = members.sort_values("seed") if "seed" in members else members
+        return out
+
+    def history(self, run_id: str, metric: str) -> pd.Series:
+        """One run's `metric` by round (step); a step logged twice keeps its latest value."""
+        points = sorted(self.client.get_metric_history(run_id, metric), key=lambda m: (m.step, m.timestamp))
+        values = {m.step: m.value for m in points}
+        return pd.Series(list(values.values()), index=pd.Index(list(values), name="round"),
+                         dtype=float, name=metric)
+
+
+def _matching(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """The trials whose params equal `config` on every key both have (seed aside)."""
+    keys = [k for k in config if k in rows and k != "seed"]
+    if not keys:
+        return rows.iloc[:0]
+    same = np.logical_and.reduce([rows[k].astype(str) == str(config[k]) for k in keys])
+    return rows[same]
+
+
+def find_parent(client: MlflowClient, key: str) -> Run:
+    """The parent run with id `key`, else the latest parent run of the sweep named `key`."""
+    if RUN_ID.match(key):
+        try:
+            return client.get_run(key)
+        except Exception:  # noqa: BLE001 - not a run id after all: try it as a sweep name
+            pass
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(experiments, filter_tags(**{ROLE: "sweep", SWEEP: key}),
+                              order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+    if not runs:
+        names = sorted({r.data.tags.get(SWEEP, "?") for r in client.search_runs(
+            experiments, filter_tags(**{ROLE: "sweep"}), max_results=200)}) if experiments else []
+        raise ConfigError(f"report: no sweep named {key!r} (nor a parent run with that id) in "
+                          f"{client.tracking_uri}; sweeps there: {names}")
+    return runs[0]
+
+
+def _sweep_file(client: MlflowClient, run_id: str) -> dict:
+    if "sweep.yaml" not in {f.path for f in client.list_artifacts(run_id)}:
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        text = Path(client.download_artifacts(run_id, "sweep.yaml", tmp)).read_text()
+    loaded = yaml.safe_load(text)
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def load_sweep(key: str, tracking_uri: str | None = None) -> SweepData:
+    """Read sweep `key` (name or parent run id) from the tracking store."""
+    store = Store(tracking_uri)
+    parent = find_parent(store.client, key)
+    runs = store.search(parent.info.experiment_id, filter_tags(**{PARENT: parent.info.run_id}))
+    runs = [r for r in runs if r.data.tags.get(ROLE, "trial") == "trial" and r.data.tags.get(ALGORITHM)]
+    experiment = store.client.get_experiment(parent.info.experiment_id).name
+    return SweepData(store.client, parent, experiment, _sweep_file(store.client, parent.info.run_id),
+                     trials_frame(runs))
+
+
+def combined_status(statuses: pd.Series) -> str:
+    """`finished` when every seed finished, else the most telling reason one did not."""
+    present = set(statuses.fillna("unknown"))
+    if present == {"finished"}:
+        return "finished"
+    return next((s for s in NOT_FINISHED if s in present), "unknown")
+
+
+def grid_cells(rows: pd.DataFrame, x: str, y: str, metric: str, rank_metric: str, mode: str,
+               params: list[str]) -> pd.DataFrame:
+    """One row per (x, y) cell: `value` = mean over seeds of the final `metric` when every seed
+    finished (else NaN and `status` says why), `seeds`, `run_ids`.
+
+    A configuration is its x, y and other `params` values (seed aside); when those others
+    vary, a cell shows the configuration the sweep would pick there: the best mean final
+    `rank_metric` (by `mode`) among its fully finished configurations."""
+    config = rows[[x, y, *params]].astype(str).agg("|".join, axis=1)
+    groups = []
+    for _, g in rows.groupby(config):
+        status = combined_status(g["status"])
+        finished = status == "finished"
+        groups.append({x: g[x].iloc[0], y: g[y].iloc[0], "status": status,
+                       "value": float(g[metric].mean()) if finished and metric in g else np.nan,
+                       "rank": float(g[rank_metric].mean()) if finished and rank_metric in g else np.nan,
+                       "seeds": len(g), "run_ids": g["run_id"].tolist()})
+    cells = pd.DataFrame(groups)
+    if cells.empty:
+        return cells
+    # best rank first (finished before not), then keep the first row of every cell
+    order = cells["rank"] if mode == "min" else -cells["rank"]
+    cells = cells.assign(_order=order.fillna(np.inf)).sort_values("_order", kind="stable")
+    return cells.drop_duplicates([x, y]).drop(columns=["_order", "rank"]).reset_index(drop=True)

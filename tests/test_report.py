@@ -1,0 +1,249 @@
+"""Sweep reports: the plotted data equals the MLflow metrics; dashboards are validated.
+
+The sweep here is written straight into a temporary SQLite store with `MlflowClient`, in the
+layout `fco_ray.tracking` documents, with known series (one diverged configuration, one
+algorithm whose best comes from the parent's `fco.best.*` tag and one recomputed).
+"""
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param
+
+from fco_ray import ConfigError
+from fco_ray.report import available, find_dashboard, load_dashboard, render_report
+from fco_ray.report.dashboard import PACKAGE_DASHBOARDS
+
+CLIENT_LRS, SERVER_LRS, SEEDS, ROUNDS = [0.001, 0.01, 0.1], [0.3, 1.0], [0, 1], [0, 5, 10, 15]
+SWEEP = {"name": "toy", "problem": {"name": "lasso", "dim": 20},
+         "algorithms": ["feddualavg", "fedmid"],
+         "search": {"grid": {"algorithm.client_lr": CLIENT_LRS, "algorithm.server_lr": SERVER_LRS}},
+         "seeds": SEEDS, "rounds": 15, "eval_every": 5, "tune": {"metric": "f1", "mode": "max"}}
+
+
+def series(alg, clr, slr, seed):
+    """Known metrics per round: f1 peaks at client_lr 0.01 / server_lr 1 (fedmid: 0.001 / 1)."""
+    peak = 0.01 if alg == "feddualavg" else 0.001
+    quality = 1.0 / (1.0 + abs(np.log10(clr / peak))) * (0.6 + 0.4 * slr)
+    out = []
+    for r in ROUNDS:
+        grow = 1 - np.exp(-r / 5)
+        out.append({"f1": quality * grow + 0.01 * seed, "density": 0.5 - 0.3 * grow * quality + 0.02 * seed,
+                    "train_loss": 10.0 * np.exp(-r * quality) + 0.1 + 0.05 * seed})
+    return out
+
+
+def diverged(alg, clr):
+    return alg == "fedmid" and clr == 0.1
+
+
+def make_sweep(uri, artifacts, name="toy", tag_best=True, images=(), client_lrs=CLIENT_LRS,
+               server_lrs=SERVER_LRS):
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment(name, artifact_location=artifacts.as_uri())
+    parent = client.create_run(exp, run_name=name, tags={"fco.role": "sweep", "fco.sweep": name})
+    pid = parent.info.run_id
+    staged = artifacts.parent / f"{name}-sweep" / "sweep.yaml"
+    staged.parent.mkdir(parents=True)
+    staged.write_text(yaml.safe_dump({**SWEEP, "name": name}))
+    client.log_artifact(pid, str(staged))
+    runs = {}
+    for alg in SWEEP["algorithms"]:
+        for clr in client_lrs:
+            for slr in server_lrs:
+                for seed in SEEDS:
+                    status = "diverged" if diverged(alg, clr) else "finished"
+                    run = client.create_run(exp, run_name=f"{alg}-{clr}-{slr}-{seed}", tags={
+                        "mlflow.parentRunId": pid, "fco.role": "trial", "fco.sweep": name,
+                        "fco.trial_id": f"{alg}_{clr}_{slr}_{seed}", "fco.algorithm": alg,
+                        "fco.status": status})
+                    rid = run.info.run_id
+                    params = {"problem.name": "lasso", "problem.dim": 20, "algorithm.name": alg,
+                              "algorithm.client_lr": clr, "algorithm.server_lr": slr, "seed": seed,
+                              "rounds": 15, "eval_every": 5}
+                    rows = series(alg, clr, slr, seed)
+                    if status == "diverged":
+                        rows = rows[:2]  # finite rows before the blow-up
+                    client.log_batch(
+                        rid, params=[Param(k, v if isinstance(v, str) else json.dumps(v))
+                                     for k, v in params.items()],
+                        metrics=[Metric(k, v, 0, rnd) for rnd, row in zip(ROUNDS, rows)
+                                 for k, v in row.items()])
+                    for image in images:
+                        client.log_artifact(rid, str(image))
+                    runs[(alg, clr, slr, seed)] = rid
+    if tag_best:
+        # the sweep's recorded answer for feddualavg (recomputing gives the same config)
+        client.set_tag(pid, "fco.metric", "f1")
+        client.set_tag(pid, "fco.mode", "max")
+        client.set_tag(pid, "fco.best.feddualavg", json.dumps(
+            {"problem.name": "lasso", "problem.dim": 20, "algorithm.name": "feddualavg",
+             "algorithm.client_lr": 0.01, "algorithm.server_lr": 1.0, "seed": 0, "rounds": 15,
+             "eval_every": 5}))
+    client.set_terminated(pid)
+    return client, pid, runs
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mlflow")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    client, pid, runs = make_sweep(uri, root / "mlartifacts")
+    return {"uri": uri, "client": client, "pid": pid, "runs": runs, "root": root}
+
+
+@pytest.fixture(scope="module")
+def report(store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    index = render_report("toy", tracking_uri=store["uri"], out_dir=out)
+    return index, json.loads((out / "report.json").read_text())
+
+
+def history(client, run_id, metric):
+    return {m.step: m.value for m in client.get_metric_history(run_id, metric)}
+
+
+def best_runs(store, alg):
+    clr = 0.01 if alg == "feddualavg" else 0.001
+    return {store["runs"][(alg, clr, 1.0, s)] for s in SEEDS}
+
+
+def test_curves_plot_the_best_configurations_series_from_mlflow(store, report):
+    index, manifest = report
+    curves = {f["metric"]: index.parent / f["data"] for f in manifest["figures"] if f["kind"] == "curve"}
+    # the lasso dashboard (chosen from the sweep's problem) lists precision and recall too
+    assert manifest["dashboard"] == "lasso" and set(curves) == {"f1", "density", "train_loss"}
+    client = store["client"]
+    for metric, path in curves.items():
+        data = json.loads(path.read_text())
+        assert set(data["algorithms"]) == {"feddualavg", "fedmid"}
+        for alg, d in data["algorithms"].items():
+            assert set(d["runs"]) == best_runs(store, alg)
+            per_seed = []
+            for run_id, r in d["runs"].items():
+                mlflow_series = history(client, run_id, metric)
+                assert r["rounds"] == sorted(mlflow_series) == ROUNDS
+                assert r["values"] == [mlflow_series[k] for k in ROUNDS]
+                per_seed.append(r["values"])
+            per_seed = np.array(per_seed)
+            assert d["rounds"] == ROUNDS and d["n"] == [len(SEEDS)] * len(ROUNDS)
+            np.testing.assert_allclose(d["mean"], per_seed.mean(axis=0), rtol=1e-12)
+            np.testing.assert_allclose(d["std"], per_seed.std(axis=0, ddof=1), rtol=1e-12)
+    assert json.loads(curves["train_loss"].read_text())["log_y"] is True
+    assert json.loads(curves["f1"].read_text())["log_y"] is False
+
+
+def test_heatmap_cells_are_the_final_metric_mean_over_seeds(store, report):
+    index, manifest = report
+    heatmaps = {f["metric"]: json.loads((index.parent / f["data"]).read_text())
+                for f in manifest["figures"] if f["kind"] == "heatmap"}
+    assert set(heatmaps) == {"f1", "density"}
+    client = store["client"]
+    for metric, data in heatmaps.items():
+        assert data["x_values"] == CLIENT_LRS and data["y_values"] == SERVER_LRS
+        for alg, grid in data["algorithms"].items():
+            for i, slr in enumerate(SERVER_LRS):
+                for j, clr in enumerate(CLIENT_LRS):
+                    assert grid["seeds"][i][j] == len(SEEDS)
+                    if diverged(alg, clr):
+                        assert grid["status"][i][j] == "diverged" and grid["value"][i][j] is None
+                        continue
+                    finals = [history(client, store["runs"][(alg, clr, slr, s)], metric)[ROUNDS[-1]]
+                              for s in SEEDS]
+                    assert grid["status"][i][j] == "finished"
+                    assert grid["value"][i][j] == pytest.approx(np.mean(finals), rel=1e-12)
+
+
+def test_best_table_html_and_parent_artifacts(store, report):
+    index, manifest = report
+    with open(index.parent / "best.csv") as f:
+        table = {row["algorithm"]: row for row in csv.DictReader(f)}
+    assert float(table["feddualavg"]["algorithm.client_lr"]) == 0.01
+    assert float(table["fedmid"]["algorithm.client_lr"]) == 0.001  # recomputed: no tag
+    for alg, row in table.items():
+        assert set(row["run_ids"].split()) == best_runs(store, alg)
+        finals = [history(store["client"], r, "f1")[ROUNDS[-1]] for r in best_runs(store, alg)]
+        assert float(row["f1 (max)"]) == pytest.approx(np.mean(finals))
+        assert float(row["f1_std"]) == pytest.approx(np.std(finals, ddof=1))
+
+    page = index.read_text()
+    figures = [f for f in manifest["figures"]]
+    assert page.count('src="data:image/png;base64,') == len(figures) == 5
+    assert "://" not in page  # self-contained
+    assert 'id="best-configs"' in page and "feddualavg" in page and "0.01" in page
+    assert "metric &#x27;precision&#x27;" in page  # dashboard metrics the sweep did not log
+
+    stored = {f.path for f in store["client"].list_artifacts(store["pid"], "report")}
+    local = {f"report/{p.relative_to(index.parent)}" for p in index.parent.rglob("*") if p.is_file()}
+    assert local <= stored and "report/index.html" in stored
+
+
+def test_report_by_parent_run_id_default_dashboard_and_rerun(store, tmp_path):
+    index = render_report(store["pid"], tracking_uri=store["uri"], out_dir=tmp_path, dashboard="default")
+    manifest = json.loads((index.parent / "report.json").read_text())
+    assert manifest["dashboard"] == "default" and manifest["parent_run_id"] == store["pid"]
+    curves = [f["metric"] for f in manifest["figures"] if f["kind"] == "curve"]
+    assert curves == ["f1", "density", "train_loss"]  # every logged metric, tuning metric first
+    again = render_report(store["pid"], tracking_uri=store["uri"], out_dir=tmp_path, dashboard="default")
+    assert again == index
+
+
+def test_attack_images_of_the_best_runs(tmp_path):
+    attack = tmp_path / "attack.png"
+    from fco_ray.problems.adversarial import render_attack
+    render_attack(np.linspace(-0.05, 0.05, 64), attack)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    make_sweep(uri, tmp_path / "mlartifacts", name="adv", images=[attack], client_lrs=[0.001, 0.01],
+               server_lrs=[1.0])
+    dash = tmp_path / "adv.yaml"
+    dash.write_text(yaml.safe_dump({"curves": [{"metric": "f1"}], "images": ["attack.png", "missing.png"]}))
+    index = render_report("adv", tracking_uri=uri, out_dir=tmp_path / "out", dashboard=dash)
+    images = sorted((index.parent / "images").iterdir())
+    assert [p.name for p in images] == ["feddualavg_attack.png", "fedmid_attack.png"]
+    assert all(p.read_bytes() == attack.read_bytes() for p in images)
+    page = index.read_text()
+    assert page.count("data:image/png;base64,") == 1 + 1 + 2  # curve, heatmap, two attacks
+    assert "logged no artifact &#x27;missing.png&#x27;" in page
+
+
+def test_unknown_sweep_and_dashboard_errors(store, tmp_path):
+    with pytest.raises(ConfigError, match=r"no sweep named 'nope'.*sweeps there: \['toy'\]"):
+        render_report("nope", tracking_uri=store["uri"], out_dir=tmp_path)
+    with pytest.raises(ConfigError, match=r"unknown dashboard 'nope'; available: \[.*'lasso'"):
+        render_report("toy", tracking_uri=store["uri"], out_dir=tmp_path, dashboard="nope")
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"curves": [{"metric": "f1", "log_y": "maybe"}]}, r"curves\.0\.log_y: Value error, must be true, false or auto, got .maybe."),
+    ({"curves": [{"metrc": "f1"}]}, r"unknown key .curves\.0\.metrc.; allowed keys here: \[.*.metric."),
+    ({"curves": [{"metric": "f1", "ylim": [1, 0]}]}, r"ylim must be \[low, high\].*\[1\.0, 0\.0\]"),
+    ({"heatmaps": [{"x": "algorithm.client_lr", "log": True}]}, r"unknown key 'heatmaps\.0\.log'; allowed keys here: \['log_color', 'metric', 'x', 'y'\]"),
+    ({"metric": "f1"}, r"metric and mode go together"),
+    ({"mode": "best", "metric": "f1"}, r"mode: Input should be 'min' or 'max' \(got 'best'\)"),
+    ({"name": "x"}, r"unknown key 'name'; allowed keys here: \['curves', 'heatmaps'"),
+    ({"curves": "some"}, r"curves: Value error, must be all or a list of {metric: ...} mappings, got 'some'"),
+])
+def test_bad_dashboards_name_the_key_and_value(tmp_path, body, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(body))
+    with pytest.raises(ConfigError, match=message) as err:
+        load_dashboard(path)
+    assert str(path) in str(err.value)
+
+
+def test_shipped_dashboards_are_valid_and_cover_the_problems():
+    names = available()
+    assert {"default", "lasso", "lowrank", "saddle", "adversarial", "svrg", "logistic"} <= set(names)
+    for path in sorted(PACKAGE_DASHBOARDS.glob("*.yaml")):
+        load_dashboard(path)
+    for problem, expected in [("lasso", "lasso"), ("lowrank", "lowrank"), ("bilinear_l1", "saddle"),
+                              ("bilinear_nuclear", "saddle"), ("adversarial", "adversarial"),
+                              ("sparse_logreg", "logistic"), ("constrained_logreg", "logistic"),
+                              ("mlp", "logistic"), ("sparse_text_logreg", "svrg"), ("other", "default"),
+                              (None, "default")]:
+        assert find_dashboard(None, problem).name == expected
+    assert load_dashboard(Path(names["adversarial"])).images == ["attack.png"]
