@@ -3,6 +3,7 @@ federated EMNIST in TFF's HDF5 layout, plus short federated runs on them."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -197,3 +198,18 @@ def test_constrained_run_on_fabricated_emnist(emnist_dir, name):
     assert problem.shapes["w" if name == "constrained_logreg" else "w0"][0] == 784
     last = run_checked(problem, "feddualavg", rounds=20, client_lr=0.3, clients_per_round=3)
     assert last["train_accuracy"] > 0.7 and last["val_accuracy"] > 0.6
+
+
+def test_sweep_files_validate_with_local_data(haxby_dir, emnist_dir):
+    from fco_ray.tune import load_sweep
+
+    sweeps = Path(__file__).resolve().parents[1] / "sweeps"
+    for name in ("e3_haxby", "e3_haxby_baselines"):
+        sweep = load_sweep(sweeps / f"{name}.yaml", [f"problem.path={haxby_dir}"])
+        assert sweep.spec.problem["dataset"] == "haxby"
+    with pytest.raises(ConfigError, match="fetch_haxby"):
+        load_sweep(sweeps / "e3_haxby.yaml", [f"problem.path={haxby_dir / 'missing'}"])
+    for name in ("e4_constrained", "e4_mlp"):
+        load_sweep(sweeps / f"{name}.yaml")  # digits: runs anywhere
+        sweep = load_sweep(sweeps / f"{name}.yaml", [f"problem.path={emnist_dir}", "problem.clients=3"])
+        assert sweep.num_trials() > 0

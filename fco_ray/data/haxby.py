@@ -30,7 +30,7 @@ import numpy as np
 LABELS = {"face": 1, "house": 0}
 SUBJECTS = (1, 2, 3, 4, 5, 6)
 HOW_TO_GET = (
-    "The Haxby 2001 dataset is not available offline here. On a machine with network access run\n"
+    "Haxby 2001 must be present locally (it is never downloaded here). On a machine with network access run\n"
     "    python -c \"from nilearn import datasets; datasets.fetch_haxby(data_dir='DIR', subjects=6)\"\n"
     "(about 2 GB; it writes DIR/haxby2001/...), copy DIR to this machine and pass it as the data "
     "directory (problem.path=DIR)."
