@@ -1,0 +1,207 @@
+"""Ray backend: long-lived actors, each owning a contiguous shard of the training clients.
+
+The shard's data `problem.subset(rows)` is shipped to its actor once, at creation, and never
+leaves it. Per round the driver puts the broadcast payload in the object store once and
+calls every actor that owns sampled clients with their global ids; the actor returns its
+shard's pre-summed message
+
+    S_a = sum_{m in sampled, m in shard a} p_m * message_m,    W_a = sum p_m
+
+(computed by `weighted_sum`, chunk by chunk), and the driver adds them: sum_a S_a, sum_a W_a.
+Client randomness is keyed by the global client id (`Key(seed, round, ids)`), so the result
+equals the local backend's up to floating-point summation order, for any number of actors.
+
+Resources: inside a Ray Tune trial that reserved a placement group (see `trial_bundles`),
+actor i runs in the trial's bundle i + 1 (bundle 0 is the trial itself). Otherwise the
+backend reserves its own placement group of `actors` bundles {"CPU": cpus_per_actor}
+(strategy SPREAD or PACK) and releases it in `close()`.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import ray
+from ray.util.placement_group import (
+    get_current_placement_group,
+    placement_group,
+    remove_placement_group,
+)
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from ..random import Key
+from .local import add_sums, weighted_sum
+
+STRATEGIES = {"spread": "SPREAD", "pack": "PACK"}
+
+
+def trial_bundles(backend_cfg: dict) -> list[dict]:
+    """Placement-group bundles a Tune trial must reserve for its backend:
+    one CPU for the trial driver (bundle 0), then one bundle per Ray actor."""
+    if backend_cfg.get("name", "local") == "local":
+        return [{"CPU": 1}]
+    actors = int(backend_cfg.get("actors", 2))
+    cpus = float(backend_cfg.get("cpus_per_actor", 1.0))
+    return [{"CPU": 1}] + [{"CPU": cpus}] * actors
+
+
+def _nbytes(tree) -> int:
+    """Bytes of the arrays in a (nested) dict / tuple of arrays and scalars."""
+    if isinstance(tree, dict):
+        return sum(_nbytes(v) for v in tree.values())
+    if isinstance(tree, (list, tuple)):
+        return sum(_nbytes(v) for v in tree)
+    return int(np.asarray(tree).nbytes)
+
+
+class ShardWorker:
+    """The client shard held by one actor: its data plus global client id -> local row."""
+
+    def __init__(self, problem, client_ids: np.ndarray, chunk_size: int):
+        self.problem = problem
+        self.client_ids = np.asarray(client_ids)  # sorted global ids; local row = position
+        self.chunk_size = chunk_size
+        self.algorithm = None
+        self.received = 0  # bytes of the last round's arguments (payload + ids)
+
+    def set_algorithm(self, algorithm) -> None:
+        self.algorithm = algorithm
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """Local rows of the global client ids `ids` (all must be on this shard)."""
+        rows = np.minimum(np.searchsorted(self.client_ids, ids), len(self.client_ids) - 1)
+        bad = self.client_ids[rows] != ids
+        if np.any(bad):
+            raise ValueError(f"clients {ids[bad].tolist()} are not on this shard "
+                             f"(ids {self.client_ids[0]}..{self.client_ids[-1]})")
+        return rows
+
+    def map_clients(self, payload: dict, ids: np.ndarray, seed: int, rnd: int) -> tuple[dict, float]:
+        """sum_m p_m * message_m over this shard's clients `ids` (global), in chunks."""
+        self.received = _nbytes(payload) + _nbytes(ids)
+        rows = self.rows(ids)
+        parts = []
+        for start in range(0, len(ids), self.chunk_size):
+            chunk = slice(start, start + self.chunk_size)
+            parts.append(weighted_sum(self.algorithm, self.problem, payload, rows[chunk],
+                                      Key(seed, rnd, ids[chunk])))
+        return add_sums(parts)
+
+    def stats(self) -> dict:
+        """What this actor holds: its clients, the bytes of their data, where it runs."""
+        context = ray.get_runtime_context()
+        return {
+            "clients": len(self.client_ids),
+            "data_bytes": _nbytes(self.problem.train.arrays) + self.problem.train.sizes.nbytes,
+            "received_bytes": self.received,
+            "node_id": context.get_node_id(),
+            "placement_group_id": context.get_placement_group_id(),
+        }
+
+
+ShardActor = ray.remote(max_restarts=0)(ShardWorker)
+
+
+class RayBackend:
+    """Client work on `actors` long-lived Ray actors (see the module docstring).
+
+    `placement_timeout_s`: how long to wait for the cluster to grant the actors' CPUs
+    before giving up with an error that says what was needed.
+    """
+
+    name = "ray"
+
+    def __init__(self, problem, actors: int = 2, cpus_per_actor: float = 1.0,
+                 placement: str = "spread", chunk_size: int = 1024,
+                 placement_timeout_s: float = 120.0):
+        if placement not in STRATEGIES:
+            raise ValueError(f"backend.placement must be one of {sorted(STRATEGIES)}, got {placement!r}")
+        for key, value, low in (("actors", actors, 1), ("chunk_size", chunk_size, 1)):
+            if value < low:
+                raise ValueError(f"backend.{key} must be >= {low}, got {value!r}")
+        if not cpus_per_actor > 0:
+            raise ValueError(f"backend.cpus_per_actor must be > 0, got {cpus_per_actor!r}")
+        self.started_ray = not ray.is_initialized()
+        if self.started_ray:
+            # like `ray.init(address=$RAY_ADDRESS)`: join that cluster, else start a local one
+            ray.init(address=os.environ.get("RAY_ADDRESS") or None)
+        self.num_clients = problem.num_clients
+        n = min(actors, self.num_clients)
+        self.own_pg = None
+        self.actors = []
+        self._algorithm = None
+        try:
+            strategies = self._placement(n, cpus_per_actor, STRATEGIES[placement], placement_timeout_s)
+            shards = np.array_split(np.arange(self.num_clients), n)
+            self.starts = np.array([s[0] for s in shards])
+            self.actors = [
+                ShardActor.options(num_cpus=cpus_per_actor, scheduling_strategy=strategy)
+                .remote(problem.subset(ids), ids, chunk_size)
+                for ids, strategy in zip(shards, strategies)
+            ]
+        except BaseException:
+            self.close()
+            raise
+
+    def _placement(self, n: int, cpus: float, strategy: str, timeout: float):
+        """Scheduling strategies of the n actors: the enclosing trial's bundles 1..n, or
+        the bundles of a placement group of our own."""
+        pg = get_current_placement_group()
+        if pg is not None:
+            specs = pg.bundle_specs
+            if len(specs) < n + 1 or any(s.get("CPU", 0) < cpus for s in specs[1:n + 1]):
+                raise RuntimeError(
+                    f"the enclosing placement group has bundles {specs}; the ray backend needs "
+                    f"bundle 0 for the trial plus {n} bundles with >= {cpus} CPU (see trial_bundles)")
+            return [PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i + 1)
+                    for i in range(n)]
+        self.own_pg = placement_group([{"CPU": cpus}] * n, strategy=strategy)
+        if not self.own_pg.wait(timeout_seconds=timeout):
+            total = ray.cluster_resources().get("CPU", 0.0)
+            free = ray.available_resources().get("CPU", 0.0)
+            raise RuntimeError(
+                f"the Ray cluster cannot host the ray backend within {timeout:g} s: it needs "
+                f"{n} actors x {cpus:g} CPU = {n * cpus:g} CPUs ({strategy}), the cluster has "
+                f"{total:g} CPUs ({free:g} available); lower backend.actors or "
+                f"backend.cpus_per_actor, or add nodes")
+        return [PlacementGroupSchedulingStrategy(self.own_pg, placement_group_bundle_index=i)
+                for i in range(n)]
+
+    def map_clients(self, algorithm, payload, client_ids: np.ndarray, key: Key) -> tuple[dict, float]:
+        """sum_m p_m * message_m and sum_m p_m over the clients `client_ids`, shard by shard."""
+        ids = np.asarray(client_ids)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_clients):
+            raise ValueError(f"client ids must be in [0, {self.num_clients}), got {ids.min()}..{ids.max()}")
+        if algorithm is not self._algorithm:  # a new algorithm object: ship it once
+            ref = ray.put(algorithm)
+            self._get([actor.set_algorithm.remote(ref) for actor in self.actors])
+            self._algorithm = algorithm
+        owner = np.searchsorted(self.starts, ids, side="right") - 1
+        payload_ref = ray.put(payload)
+        calls = [self.actors[a].map_clients.remote(payload_ref, ids[owner == a], key.seed, key.round)
+                 for a in np.unique(owner)]
+        parts = self._get(calls)
+        sums, weight = add_sums(parts)
+        return {k: np.array(v) for k, v in sums.items()}, weight  # own (writable) arrays
+
+    def stats(self) -> list[dict]:
+        """Per actor: clients and data bytes held, last round's argument bytes, node, group."""
+        return self._get([actor.stats.remote() for actor in self.actors])
+
+    @staticmethod
+    def _get(refs):
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayActorError as e:
+            raise RuntimeError(f"a Ray client actor of the ray backend died: {e}") from e
+
+    def close(self):
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors = []
+        if self.own_pg is not None:
+            remove_placement_group(self.own_pg)
+            self.own_pg = None
+        if self.started_ray and ray.is_initialized():
+            ray.shutdown()
+        self.started_ray = False
