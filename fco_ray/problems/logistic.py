@@ -10,7 +10,8 @@ Losses (per sample, averaged with the batch weights; the intercept is never regu
 
 The federated objective is the client mean `F = (1/M) sum_m (1/n_m) sum_{i in m} f_i`; with
 `lam = 1/(C n)` and sample weights `n / (M n_m)` it equals scikit-learn's
-`C sum_i s_i f_i + ||w||_1` divided by `C n` (tested against `LogisticRegression(penalty="l1")`).
+`C sum_i s_i f_i + ||w||_1` divided by `C n` (tested against scikit-learn's l1
+`LogisticRegression`, solver saga, which leaves the intercept unpenalized).
 
 Metrics: `train_loss` (the regularized objective above), `train_accuracy` and `val_accuracy`
 (fraction of correctly classified samples pooled over all training / validation samples;
@@ -29,6 +30,7 @@ Datasets:
 """
 from __future__ import annotations
 
+import abc
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -40,8 +42,8 @@ from ..data.partition import dirichlet_label_split
 from ..tree import Params
 from . import ProblemParams, register_problem
 from .base import ClientData, Problem
+from .linear import NONZERO  # |w| above this counts as a nonzero weight (density)
 
-NONZERO = 1e-4  # |w| above this counts as a nonzero weight (density)
 POOL_CHUNK = 4096  # rows per chunk of the pooled full-data passes (bounds activation memory)
 
 
@@ -82,9 +84,9 @@ class Classifier(Problem):
                 grads[k] += chunk_grads[k][0]
         return loss, grads
 
+    @abc.abstractmethod
     def predict(self, params: Params, x: np.ndarray) -> np.ndarray:
         """Predicted labels of samples x (n, ...) under an unbatched model."""
-        raise NotImplementedError
 
     def accuracy(self, params: Params, data: ClientData) -> float:
         arrays, _ = self._pooled(data)
