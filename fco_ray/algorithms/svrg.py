@@ -81,7 +81,7 @@ class Schedule:
         self.rank[by_len] = np.arange(clients)
         self.steps = steps[by_len]
         running = np.arange(int(self.steps.max()))[:, None] < self.steps[None, :]  # (steps, C)
-        rows = nodes.offsets[:-1][by_len][None, :] + order[by_len].T
+        rows = nodes.offsets[:-1][by_len][None, :] + order[by_len, :running.shape[0]].T
         self.sample = rows[running]  # step-major, rank order within a step
         self.sample_ptr = np.concatenate([[0], np.cumsum(running.sum(axis=1))])
         lengths = np.diff(nodes.x.indptr)[self.sample]
@@ -327,28 +327,37 @@ class DANE(TwoExchange):
         return self.average(anchor - w, nodes.sizes, hp.weighting)
 
 
-def sdca_logistic(b: np.ndarray, yz: np.ndarray, q: np.ndarray, tol: float = 1e-10,
-                  max_iter: int = 100) -> np.ndarray:
+def sdca_logistic(b: np.ndarray, yz: np.ndarray, q: np.ndarray, tol: float = 1e-12,
+                  max_iter: int = 200) -> np.ndarray:
     """Exact SDCA coordinate step for the logistic loss, vectorized.
 
     With b = y alpha in [0, 1] the dual term is -(b log b + (1-b) log(1-b)); maximizing
     -ent(b') - (b' - b) y z - (q/2)(b' - b)^2 over b' gives, with t = logit(b'),
         F(t) = t + q (sigmoid(t) - b) + y z = 0,
-    increasing in t with its root in [-yz - q(1-b), -yz + q b]: safeguarded Newton from the
-    previous value (warm start), bisection whenever Newton leaves the bracket.
+    increasing in t with its root in [-yz - q(1-b), -yz + q b]. Solved by safeguarded Newton
+    (Numerical Recipes' rtsafe): bisection whenever Newton would leave the bracket or does
+    not halve the step, warm-started at the previous b (or at -yz, the q = 0 root).
+    Every entry stops on its own, so results do not depend on how entries are batched.
     """
     lo, hi = -yz - q * (1.0 - b), -yz + q * b
-    with np.errstate(divide="ignore"):
-        t = np.clip(np.log(b) - np.log1p(-b), lo, hi)
+    inside = (b > 0) & (b < 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.clip(np.where(inside, np.log(b) - np.log1p(-b), -yz), lo, hi)
+    step_before = hi - lo
+    todo = np.ones(len(t), bool)
     for _ in range(max_iter):
         sig = expit(t)
         f = t + q * (sig - b) + yz
+        slope = 1.0 + q * sig * (1.0 - sig)
         lo, hi = np.where(f < 0, t, lo), np.where(f > 0, t, hi)
-        new = t - f / (1.0 + q * sig * (1.0 - sig))
-        new = np.where((new <= lo) | (new >= hi), 0.5 * (lo + hi), new)
-        done = np.max(np.abs(new - t), initial=0.0) < tol * (1.0 + np.max(np.abs(t), initial=0.0))
-        t = new
-        if done:
+        newton = t - f / slope
+        bisect = (newton < lo) | (newton > hi) | (np.abs(2.0 * f) > np.abs(step_before * slope))
+        new = np.where(bisect, 0.5 * (lo + hi), newton)
+        moved = np.abs(new - t)
+        step_before = np.where(todo, moved, step_before)
+        t = np.where(todo, new, t)
+        todo &= moved > tol * (1.0 + np.abs(t))
+        if not todo.any():
             break
     return expit(t)
 

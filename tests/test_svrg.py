@@ -1,0 +1,354 @@
+"""FSVRG and friends (ALGORITHMS.md "Federated SVRG and friends"): the vectorized lazy passes
+against plain per-node loops, each algorithm against its formulas, the paper's properties,
+and the E7 claims at reduced scale."""
+import copy
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+from scipy.special import expit
+
+import fco_ray
+from fco_ray import ConfigError
+from fco_ray.algorithms import ALGORITHMS
+from fco_ray.algorithms.svrg import permutations, sdca_logistic, svrg_pass
+from fco_ray.backends import LocalBackend
+from fco_ray.backends.local import add_sums, weighted_sum
+from fco_ray.data.text_generator import generate_text_nodes, reshuffle_nodes
+from fco_ray.engine import run_rounds
+from fco_ray.problems import build_problem
+from fco_ray.config import parse_problem
+from fco_ray.problems.text import SparseNodes, SparseTextLogReg
+from fco_ray.random import BATCH, PERMUTATION, Key
+
+from .helpers import small_lasso
+
+FAMILY = ["gd", "fsvrg", "fsvrg_naive", "dane", "cocoa_plus"]
+
+
+def text_problem(seed=1, lam=None, **gen):
+    train, test = generate_text_nodes(seed=seed, **gen)
+    return SparseTextLogReg.from_nodes(train, test, lam=lam)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return text_problem(clients=6, min_samples=5, max_samples=40, dim=50, words_per_doc=6, topics=3)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return text_problem(clients=20, min_samples=20, max_samples=300, dim=300, words_per_doc=10)
+
+
+def make(name, **hp):
+    cls = ALGORITHMS[name]
+    return cls(cls.Hyper(name=name, **hp))
+
+
+def run(problem, name, rounds, w0=None, chunk_size=1024, seed=0, **hp):
+    """Rounds through the engine; returns (final w, metrics rows)."""
+    if w0 is not None:
+        problem = copy.copy(problem)
+        problem.init_params = lambda rng: {"w": w0.copy()}
+    algorithm = make(name, **hp)
+    result = run_rounds(problem, algorithm, LocalBackend(problem, chunk_size), rounds=rounds,
+                        eval_every=1, seed=seed)
+    assert result.status == "finished"
+    return algorithm.output(problem, result.state)["w"], result.records
+
+
+def dense_rows(nodes):
+    return nodes.x.toarray()
+
+
+def dl(z, y):
+    return -y * expit(-y * z)
+
+
+def brute_scaling(nodes):
+    """S_k (dense, 1 where feature absent) and a from the definitions, by counting."""
+    x = dense_rows(nodes) != 0
+    n, k = x.shape[0], nodes.num_clients
+    phi = x.sum(0) / n
+    s = np.ones((k, nodes.dim))
+    omega = np.zeros(nodes.dim)
+    for node in range(k):
+        rows = x[nodes.offsets[node]:nodes.offsets[node + 1]]
+        phi_k = rows.sum(0) / nodes.sizes[node]
+        s[node, phi_k > 0] = phi[phi_k > 0] / phi_k[phi_k > 0]
+        omega += phi_k > 0
+    return s, np.where(omega > 0, k / np.maximum(omega, 1), 1.0)
+
+
+def reference_pass(nodes, order, steps, anchor, drift, h, lam, mu, s):
+    """w <- w - h_k (s_k [grad f_i(w) - grad f_i(a_k)] + mu (w - a_k) + drift_k), node by node."""
+    x = dense_rows(nodes)
+    out = np.zeros((nodes.num_clients, nodes.dim))
+    for k in range(nodes.num_clients):
+        a = anchor[k]
+        w = a.copy()
+        for j in range(steps[k]):
+            i = nodes.offsets[k] + order[k, j]
+            diff = (dl(x[i] @ w, nodes.y[i]) - dl(x[i] @ a, nodes.y[i])) * x[i] + lam * (w - a)
+            w = w - h[k] * (s[k] * diff + mu * (w - a) + drift[k])
+        out[k] = w - a
+    return out
+
+
+# ---- the vectorized machinery ---------------------------------------------------------------
+def test_sparsity_scalings_match_their_definitions(tiny):
+    s, a = brute_scaling(tiny.train)
+    node = np.repeat(tiny.train.node_of_row(), np.diff(tiny.train.x.indptr))
+    np.testing.assert_allclose(tiny.train.scale, s[node, tiny.train.x.indices], rtol=1e-12)
+    np.testing.assert_allclose(tiny.aggregation, a, rtol=1e-12)
+
+
+@pytest.mark.parametrize("scaled,mu,per_node", [(True, 0.0, False), (False, 0.3, True), (False, 0.0, False)])
+def test_lazy_vectorized_pass_equals_plain_loops(tiny, scaled, mu, per_node):
+    nodes, rng = tiny.train, np.random.default_rng(0)
+    k, d = nodes.num_clients, nodes.dim
+    order = permutations(Key(5, 2, np.arange(k)).with_step(0, PERMUTATION), nodes.sizes)
+    steps = np.minimum(nodes.sizes, rng.integers(1, 45, k))  # unequal, some partial passes
+    anchor = rng.normal(size=(k, d)) if per_node else np.broadcast_to(rng.normal(size=d), (k, d))
+    drift = 0.1 * rng.normal(size=(k, d)) if per_node else np.broadcast_to(0.1 * rng.normal(size=d), (k, d))
+    h = rng.uniform(0.2, 1.5, k)
+    lam = 0.05  # large enough that the lazy closed form matters
+    s = brute_scaling(nodes)[0] if scaled else np.ones((k, d))
+    got = svrg_pass(nodes, order, steps, anchor if per_node else anchor[0],
+                    drift if per_node else drift[0], h, lam, mu, scaled=scaled)
+    want = reference_pass(nodes, order, steps, anchor, drift, h, lam, mu, s)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_permutations_are_permutations_keyed_by_node():
+    sizes = np.array([3, 7, 1, 5])
+    perm = permutations(Key(1, 4, np.array([10, 11, 12, 13])).with_step(0, PERMUTATION), sizes)
+    for row, n in zip(perm, sizes):
+        assert sorted(row[:n]) == list(range(n))
+    alone = permutations(Key(1, 4, np.array([12, 11])).with_step(0, PERMUTATION), sizes[[2, 1]])
+    np.testing.assert_array_equal(alone[1, :7], perm[1, :7])  # independent of the other nodes
+
+
+def test_sdca_step_solves_the_one_dimensional_dual_problem():
+    rng = np.random.default_rng(0)
+    # the first entries: bracket ends, and a start where plain Newton cycles forever
+    b = np.concatenate([[0.0, 1.0, 0.5, 0.0], rng.uniform(0, 1, 40)])
+    yz = np.concatenate([[3.0, -2.0, 0.0, -4.726], rng.normal(0, 4, 40)])
+    q = np.concatenate([[5.0, 1e4, 0.1, 20.0], 10 ** rng.uniform(-2, 4, 40)])
+    got = sdca_logistic(b, yz, q)
+    for bi, yzi, qi, gi in zip(b, yz, q, got):
+        f = lambda t: t + qi * (expit(t) - bi) + yzi  # noqa: E731  stationarity in logit space
+        t = brentq(f, -yzi - qi - 1, -yzi + qi + 1, xtol=1e-14)
+        assert abs(gi - expit(t)) < 1e-12
+
+
+# ---- each algorithm against its formulas ----------------------------------------------------
+def grads_of_nodes(problem, w):
+    x = dense_rows(problem.train)
+    out = []
+    for k in range(problem.num_clients):
+        rows = slice(problem.train.offsets[k], problem.train.offsets[k + 1])
+        out.append(x[rows].T @ dl(x[rows] @ w, problem.train.y[rows]) / problem.train.sizes[k] + problem.lam * w)
+    return np.array(out)
+
+
+def test_gd_and_fsvrg_follow_their_formulas(tiny):
+    p, h, seed, rounds = tiny, 8.0, 3, 2
+    n_k, n = p.train.sizes, p.train.x.shape[0]
+    s, a = brute_scaling(p.train)
+    ids = np.arange(p.num_clients)
+
+    w = np.zeros(p.train.dim)
+    for _ in range(rounds):
+        w = w - h * (n_k / n) @ grads_of_nodes(p, w)
+    np.testing.assert_allclose(run(p, "gd", rounds, client_lr=h, seed=seed)[0], w, rtol=1e-10)
+
+    w = np.zeros(p.train.dim)
+    for rnd in range(rounds):
+        g = (n_k / n) @ grads_of_nodes(p, w)
+        order = permutations(Key(seed, rnd, ids).with_step(0, PERMUTATION), n_k)
+        u = reference_pass(p.train, order, n_k, np.tile(w, (len(ids), 1)), np.tile(g, (len(ids), 1)),
+                           h / n_k, p.lam, 0.0, s)
+        w = w + a * ((n_k / n) @ u)
+    np.testing.assert_allclose(run(p, "fsvrg", rounds, client_lr=h, seed=seed)[0], w, rtol=1e-9)
+
+
+def test_naive_fsvrg_follows_its_formula(tiny):
+    p, h, m, seed = tiny, 0.5, 7, 4
+    n_k, n = p.train.sizes, p.train.x.shape[0]
+    ids = np.arange(p.num_clients)
+    w = np.zeros(p.train.dim)
+    for rnd in range(2):
+        g = (n_k / n) @ grads_of_nodes(p, w)
+        draws = Key(seed, rnd, ids).with_step(0, BATCH).integers(n_k, m)
+        u = reference_pass(p.train, draws, np.full(len(ids), m), np.tile(w, (len(ids), 1)),
+                           np.tile(g, (len(ids), 1)), np.full(len(ids), h), p.lam, 0.0,
+                           np.ones((len(ids), p.train.dim)))
+        w = w + u.mean(axis=0)  # 1/K sum_k (w_k - w^t)
+    got = run(p, "fsvrg_naive", 2, client_lr=h, local_steps=m, seed=seed)[0]
+    np.testing.assert_allclose(got, w, rtol=1e-9)
+
+
+def test_dane_local_solver_solves_the_dane_subproblem(tiny):
+    p = tiny
+    w = np.random.default_rng(1).normal(0, 0.3, p.train.dim)
+    g = p.full_loss_grad({"w": w})[1]["w"]
+    eta, mu = 0.7, 0.2
+    algorithm = make("dane", client_lr=4.0, eta=eta, mu=mu, local_passes=60, weighting="samples")
+    ids = np.arange(p.num_clients)
+    u = algorithm.local_work(p, p.train, {"w": w, "g": g}, Key(0, 0, ids))["delta"]
+    w_k = w + u
+    # optimality of F_k(v) - (grad F_k(w) - eta g)^T v + mu/2 ||v - w||^2 at v = w_k
+    residual = grads_of_nodes_stacked(p, w_k) - grads_of_nodes(p, w) + eta * g + mu * u
+    assert np.abs(residual).max() < 1e-8
+    assert np.abs(u).max() > 1e-2  # it did move
+
+
+def grads_of_nodes_stacked(problem, w_stack):
+    return np.array([grads_of_nodes(problem, w)[k] for k, w in enumerate(w_stack)])
+
+
+def dual_value(problem, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ent = np.where((b > 0) & (b < 1), b * np.log(b) + (1 - b) * np.log1p(-b), 0.0)
+    n = len(b)
+    w = problem.train.x.T @ (problem.train.y * b) / (problem.lam * n)
+    return -ent.sum() / n - 0.5 * problem.lam * w @ w, w
+
+
+def test_cocoa_plus_keeps_w_of_alpha_and_its_dual_ascends(small):
+    p = copy.copy(small)
+    p.train = copy.copy(small.train)
+    p.train.memory = {}
+    algorithm = make("cocoa_plus")
+    backend = LocalBackend(p, chunk_size=7)  # duals must survive chunking
+    state = algorithm.server_init(p, {"w": np.zeros(p.train.dim)})
+    duals, primals = [], []
+    for rnd in range(4):
+        payload = algorithm.broadcast(state)
+        ids = algorithm.select_clients(0, rnd, p.num_clients)
+        total, weight = backend.map_clients(algorithm, payload, ids, Key(0, rnd, ids))
+        state = algorithm.server_update(p, state, {k: v / weight for k, v in total.items()}, rnd)
+        b = p.train.memory[state["run"]]
+        assert b.min() >= 0 and b.max() <= 1
+        value, w_alpha = dual_value(p, b)
+        np.testing.assert_allclose(state["w"], w_alpha, rtol=1e-9, atol=1e-12)
+        duals.append(value)
+        primals.append(p.full_loss_grad({"w": state["w"]})[0])
+    assert np.all(np.diff(duals) > 0)
+    assert all(dv <= pv + 1e-12 for dv, pv in zip(duals, primals))  # weak duality
+    assert primals[-1] - duals[-1] < primals[0] - duals[0]
+
+
+# ---- the paper's properties -----------------------------------------------------------------
+@pytest.mark.parametrize("name,h", [("fsvrg", 30.0), ("fsvrg_naive", 0.3), ("dane", 30.0), ("gd", 4.0)])
+def test_started_at_the_optimum_stays_there(small, name, h):
+    w_star = small.optimum.w
+    w, rows = run(small, name, 3, w0=w_star, client_lr=h)
+    assert max(abs(r["suboptimality"]) for r in rows) < 1e-12
+    np.testing.assert_allclose(w, w_star, atol=1e-9)
+
+
+def test_fsvrg_with_all_data_on_one_node_converges_in_a_handful_of_rounds(small):
+    x, y = small.train.x, small.train.y
+    one = SparseTextLogReg.from_nodes(SparseNodes(x, y, [x.shape[0]]), small.val)
+    np.testing.assert_allclose(one.aggregation, 1.0)
+    np.testing.assert_allclose(one.train.scale, 1.0)
+    _, rows = run(one, "fsvrg", 6, client_lr=float(x.shape[0]))
+    sub = [r["suboptimality"] for r in rows]
+    assert sub[6] < 1e-6 * sub[0]
+
+
+def test_naive_and_fsvrg_agree_on_iid_balanced_data():
+    train, test = generate_text_nodes(seed=2, clients=10, min_samples=200, max_samples=200, dim=300,
+                                      words_per_doc=10)
+    iid = SparseTextLogReg.from_nodes(reshuffle_nodes(train, 0), test)
+    h, n_k = 100.0, 200
+    a = np.array([r["suboptimality"] for r in run(iid, "fsvrg", 5, client_lr=h)[1]])
+    b = np.array([r["suboptimality"] for r in run(iid, "fsvrg_naive", 5, client_lr=h / n_k)[1]])
+    assert a[-1] < 0.25 * a[0]
+    assert np.max(np.abs(np.log(a[1:] / b[1:]))) < 0.05
+
+
+@pytest.mark.parametrize("name,h", [("fsvrg", 30.0), ("fsvrg_naive", 0.3), ("dane", 30.0),
+                                    ("gd", 8.0), ("cocoa_plus", 1.0)])
+def test_every_method_descends_and_ignores_chunking(small, name, h):
+    w1, rows = run(small, name, 3, chunk_size=1024, client_lr=h)
+    w2, _ = run(small, name, 3, chunk_size=6, client_lr=h)
+    np.testing.assert_allclose(w1, w2, rtol=1e-9, atol=1e-12)
+    assert np.all(np.diff([r["suboptimality"] for r in rows]) < 0)
+
+
+@pytest.mark.parametrize("name", ["fsvrg", "cocoa_plus"])
+def test_actor_shards_give_the_local_result(small, name):
+    """What a Ray backend does: shards = problem.subset(rows), partial sums added."""
+    algorithm = make(name, client_lr=30.0)
+    shards = [small.subset(rows) for rows in np.array_split(np.arange(small.num_clients), 3)]
+    state_l = algorithm.server_init(small, {"w": np.zeros(small.train.dim)})
+    state_s = dict(state_l)
+    backend = LocalBackend(small)
+    for rnd in range(2):
+        for _ in range(algorithm.exchanges_per_round):
+            ids = np.arange(small.num_clients)
+            total, weight = backend.map_clients(algorithm, algorithm.broadcast(state_l), ids, Key(0, rnd, ids))
+            state_l = algorithm.server_update(small, state_l, {k: v / weight for k, v in total.items()}, rnd)
+            payload, parts, start = algorithm.broadcast(state_s), [], 0
+            for shard in shards:
+                gids = np.arange(start, start + shard.num_clients)
+                parts.append(weighted_sum(algorithm, shard, payload, np.arange(shard.num_clients),
+                                          Key(0, rnd, gids)))
+                start += shard.num_clients
+            total, weight = add_sums(parts)
+            state_s = algorithm.server_update(small, state_s, {k: v / weight for k, v in total.items()}, rnd)
+    np.testing.assert_allclose(state_s["w"], state_l["w"], rtol=1e-9, atol=1e-12)
+
+
+def test_rounds_count_both_exchanges(small):
+    df = fco_ray.run({"problem": {"name": "custom"}, "algorithm": {"name": "fsvrg", "client_lr": 30.0},
+                      "rounds": 2, "eval_every": 1}, problem=small)
+    d, k = small.train.dim, small.num_clients
+    assert df["floats_up"].iloc[-1] == 2 * d * k  # node gradients, then local deltas
+    assert df["floats_down"].iloc[-1] == 3 * d * k  # w, then (w, grad f)
+    assert {"train_loss", "suboptimality", "test_error"} <= set(df.columns)
+
+
+def test_bad_input_is_rejected_clearly(small):
+    with pytest.raises(ValueError, match="sparse_text_logreg"):
+        make("fsvrg").server_init(small_lasso(), {"w": np.zeros(20), "b": np.zeros(())})
+    with pytest.raises(ConfigError, match="clients_per_round"):
+        fco_ray.run({"problem": {"name": "custom"}, "algorithm": {"name": "cocoa_plus", "clients_per_round": 5},
+                     "rounds": 1}, problem=small)
+    with pytest.raises(ConfigError, match="local_passes"):
+        fco_ray.run({"problem": {"name": "custom"}, "algorithm": {"name": "dane", "local_passes": 0},
+                     "rounds": 1}, problem=small)
+
+
+# ---- E7 at reduced scale ---------------------------------------------------------------------
+E7_SMALL = {"name": "sparse_text_logreg", "clients": 100, "min_samples": 30, "max_samples": 1000,
+            "dim": 1000, "words_per_doc": 15}
+
+
+def rounds_to_optimal_test_error(rows, target):
+    hits = [r["round"] for r in rows if r["test_error"] <= target]
+    return hits[0] if hits else None
+
+
+def test_e7_fsvrg_beats_gd_and_reshuffling_changes_little():
+    p = build_problem(parse_problem(E7_SMALL), 0)
+    q = build_problem(parse_problem({**E7_SMALL, "reshuffle": True}), 0)
+    np.testing.assert_array_equal(p.train.sizes, q.train.sizes)
+    opt = p.optimum
+    q.__dict__["optimum"] = opt  # same samples, same objective: one L-BFGS solve
+    target, rounds = opt.test_error + 0.01, 25  # within 1 percentage point of OPT
+    fsvrg = run(p, "fsvrg", rounds, client_lr=300.0)[1]
+    fsvrgr = run(q, "fsvrg", rounds, client_lr=300.0)[1]
+    r_fsvrg, r_fsvrgr = (rounds_to_optimal_test_error(r, target) for r in (fsvrg, fsvrgr))
+    assert r_fsvrg is not None and r_fsvrg <= 12
+    for h in (8.0, 16.0, 32.0, 64.0):  # GD at every step size up to the largest stable one
+        r_gd = rounds_to_optimal_test_error(run(p, "gd", rounds, client_lr=h)[1], target)
+        assert r_gd is None or r_gd > r_fsvrg
+    assert r_fsvrgr is not None and abs(r_fsvrgr - r_fsvrg) <= 4
+    sub_p = np.array([r["suboptimality"] for r in fsvrg[1:16]])
+    sub_q = np.array([r["suboptimality"] for r in fsvrgr[1:16]])
+    assert np.max(np.abs(np.log10(sub_p / sub_q))) < 0.5  # within a factor ~3 on log-scale plots
