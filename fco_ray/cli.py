@@ -151,7 +151,7 @@ def _searched(trials: pd.DataFrame) -> list[str]:
     rates = [c for c in ("algorithm.client_lr", "algorithm.server_lr") if c in trials]
     varying = [c for c in trials.attrs["params"]
                if c not in ("seed", "algorithm.name", *rates)
-               and trials[c].astype(str).nunique() > 1]
+               and trials[c].map(str).nunique() > 1]
     return rates + varying
 
 

@@ -183,7 +183,7 @@ def best_per_algorithm(trials: pd.DataFrame, metric: str, mode: str) -> pd.DataF
     worst = math.inf if mode == "min" else -math.inf
     params = [p for p in trials.attrs["params"] if p != "seed"]
     score = trials[metric].where((trials["status"] == "finished") & trials[metric].notna(), worst)
-    config = trials[params].astype(str).agg("|".join, axis=1)  # a trial's config minus its seed
+    config = trials[params].map(str).agg("|".join, axis=1)  # a trial's config minus its seed
     out = []
     for alg, rows in trials.groupby("algorithm").groups.items():
         group_score = score[rows].groupby(config[rows]).mean()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+import numpy as np
 import ray
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -29,6 +30,7 @@ from ray.tune.search import BasicVariantGenerator
 
 from .algorithms import ALGORITHMS
 from .api import make_problem, run
+from .backends.ray_backend import STRATEGIES, trial_bundles
 from .config import ConfigError, apply_overrides, load_yaml, parse_run, validate_model
 from .engine import INIT_TAG, evaluate
 from .random import generator
@@ -263,32 +265,19 @@ def _check_metric(sweep: Sweep, configs: dict, path: Path) -> None:
                               f"{name} on problem {cfg.problem.name!r}; allowed: {sorted(reported)}")
 
 
-def trial_bundles(backend: dict, cpus_per_trial: float = 1.0) -> list[dict]:
-    """Placement-group bundles of one trial: its own process, plus one per client actor."""
-    try:
-        from .backends.ray_backend import trial_bundles as backend_bundles
-    except ImportError:  # the local backend needs no Ray backend module
-        backend_bundles = None
-    if backend_bundles is not None:
-        bundles = backend_bundles(backend)
-    elif backend["name"] == "ray":
-        bundles = [{"CPU": 1}] + [{"CPU": backend["cpus_per_actor"]}] * backend["actors"]
-    else:
-        bundles = [{"CPU": 1}]
-    return [{"CPU": cpus_per_trial}] + bundles[1:]
-
-
 class _TrialResources:
-    """Per-trial placement group, from the trial's own backend config (it may be searched)."""
+    """Per-trial placement group, from the trial's own backend config (it may be searched):
+    bundle 0 for the trial process (`tune.cpus_per_trial` CPUs), one per client actor."""
 
     def __init__(self, sweep: Sweep):
         self.sweep = sweep
 
     def __call__(self, point: dict):
         backend = parse_run(self.sweep.trial_config(point)).backend
-        strategy = "SPREAD" if getattr(backend, "placement", "pack") == "spread" else "PACK"
+        bundles = trial_bundles(backend.model_dump())
+        strategy = STRATEGIES[backend.placement] if backend.name == "ray" else "PACK"
         return tune.PlacementGroupFactory(
-            trial_bundles(backend.model_dump(), self.sweep.spec.tune.cpus_per_trial), strategy=strategy)
+            [{"CPU": self.sweep.spec.tune.cpus_per_trial}] + bundles[1:], strategy=strategy)
 
 
 def train_trial(point: dict, sweep: Sweep, finished: dict) -> None:
@@ -298,16 +287,21 @@ def train_trial(point: dict, sweep: Sweep, finished: dict) -> None:
         tune.report(sweep.final_report(done["metrics"], done["round"], done["status"]))
         return
     config = sweep.trial_config(point)
-    rounds = config["rounds"]
+    last = {"round": 0}
 
     def on_eval(row: dict) -> None:
-        status = "finished" if row["round"] == rounds else "running"
+        last["round"] = row["round"]
+        status = "finished" if row["round"] == config["rounds"] else "running"
         tune.report({**row, "timesteps_total": row["round"], "status": status})
 
-    df = run(config, on_eval=on_eval)
-    if df.attrs["status"] == "diverged":
-        last = int(df["round"].iloc[-1]) if len(df) else 0
-        tune.report(sweep.final_report({}, last, "diverged"))
+    try:
+        diverged = run(config, on_eval=on_eval).attrs["status"] == "diverged"
+    except np.linalg.LinAlgError:
+        # an SVD of a non-finite client iterate (nuclear prox) fails before the engine
+        # sees the non-finite values: that is divergence too
+        diverged = True
+    if diverged:
+        tune.report(sweep.final_report({}, last["round"], "diverged"))
 
 
 def trial_name(trial) -> str:
