@@ -167,14 +167,15 @@ def test_best_table_html_and_parent_artifacts(store, report):
     for alg, row in table.items():
         assert set(row["run_ids"].split()) == best_runs(store, alg)
         finals = [history(store["client"], r, "f1")[ROUNDS[-1]] for r in best_runs(store, alg)]
-        assert float(row["f1 (max)"]) == pytest.approx(np.mean(finals))
+        assert float(row["f1"]) == pytest.approx(np.mean(finals))
         assert float(row["f1_std"]) == pytest.approx(np.std(finals, ddof=1))
 
     page = index.read_text()
     figures = [f for f in manifest["figures"]]
     assert page.count('src="data:image/png;base64,') == len(figures) == 5
     assert "://" not in page  # self-contained
-    assert 'id="best-configs"' in page and "feddualavg" in page and "0.01" in page
+    assert 'id="best-configs"' in page and "<th>f1 (ranked, max)</th>" in page
+    assert '<td class="name">feddualavg</td><td>2</td><td>0.01</td><td>1</td>' in page
     assert "metric &#x27;precision&#x27;" in page  # dashboard metrics the sweep did not log
 
     stored = {f.path for f in store["client"].list_artifacts(store["pid"], "report")}

@@ -51,32 +51,32 @@ def _curves(dash: Dashboard, metrics: list[str], ranked: str) -> list[Curve]:
     return [Curve(metric=m) for m in sorted(metrics, key=lambda m: (m != ranked, m))]
 
 
-def _best_table(data: SweepData, best: dict[str, pd.DataFrame], metric: str, mode: str,
-                params: list[str], table_metrics: list[str]) -> pd.DataFrame:
-    """One row per algorithm: score (mean final `metric`), seeds, varying hyperparameters,
-    mean and std over seeds of each table metric's final value, run ids."""
+def _best_table(best: dict[str, pd.DataFrame], params: list[str], table_metrics: list[str]) -> pd.DataFrame:
+    """One row per algorithm: seeds, swept hyperparameters, mean and std over seeds of each
+    table metric's final value, run ids."""
     rows = []
     for alg, g in sorted(best.items()):
-        row = {"algorithm": alg, f"{metric} ({mode})": g[metric].mean() if metric in g else float("nan"),
-               "seeds": len(g)}
+        row = {"algorithm": alg, "seeds": len(g)}
         row.update({p: g[p].iloc[0] for p in params if p != "algorithm.name"})
         for m in table_metrics:
-            if m in g:
-                row[m] = g[m].mean()
-                row[f"{m}_std"] = g[m].std(ddof=1) if len(g) > 1 else 0.0
+            row[m] = g[m].mean()
+            row[f"{m}_std"] = g[m].std(ddof=1) if len(g) > 1 else 0.0
         row["run_ids"] = " ".join(g["run_id"])
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _display(table: pd.DataFrame, table_metrics: list[str]) -> tuple[list[str], list[list[str]]]:
-    """The HTML table: `mean ± std` per table metric; run ids are left to best.csv."""
+def _display(table: pd.DataFrame, table_metrics: list[str], ranked: str,
+             mode: str) -> tuple[list[str], list[list[str]]]:
+    """The HTML table: `mean ± std` per table metric, the ranking metric's header says so;
+    run ids are left to best.csv."""
     columns = [c for c in table.columns
                if c != "run_ids" and not (c.endswith("_std") and c[:-4] in table_metrics)]
 
     def cell(row, c):
         return f"{_fmt(row[c])} ± {_fmt(row[c + '_std'])}" if c in table_metrics else _fmt(row[c])
-    return columns, [[cell(row, c) for c in columns] for _, row in table.iterrows()]
+    headers = [f"{c} (ranked, {mode})" if c == ranked else c for c in columns]
+    return headers, [[cell(row, c) for c in columns] for _, row in table.iterrows()]
 
 
 def _images(data: SweepData, best: dict[str, pd.DataFrame], names: list[str], stage: Path,
@@ -167,8 +167,9 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
                   "finished)", heatmaps_shown)
 
         logged_curves = [c.metric for c in curves if c.metric in logged]
-        table_metrics = [m for m in (dash.table if dash.table is not None else logged_curves) if m in logged]
-        table = _best_table(data, best, metric, mode, params, table_metrics)
+        listed = dash.table if dash.table is not None else logged_curves
+        table_metrics = [m for m in dict.fromkeys([metric, *listed]) if m in logged]  # ranked first
+        table = _best_table(best, params, table_metrics)
         table.to_csv(stage / "best.csv", index=False)
         manifest["table"] = "best.csv"
         images = _images(data, best, dash.images, stage, notes)
@@ -182,7 +183,7 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
                    "trials": ", ".join(f"{n} {s}" for s, n in sorted(status.items())) or "none",
                    "dashboard": dash.name,
                    "rendered": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-        page = render_page(dash.title or f"Sweep {data.name}", summary, _display(table, table_metrics),
+        page = render_page(dash.title or f"Sweep {data.name}", summary, _display(table, table_metrics, metric, mode),
                            [("Metric vs round", "curve", curves_shown),
                             ("Final metric over the learning-rate grid", "heatmap", heatmaps_shown),
                             ("Images", "image", images)], notes)

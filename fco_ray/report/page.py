@@ -8,7 +8,7 @@ import html
 from pathlib import Path
 
 CSS = """
-body { font-family: sans-serif; margin: 24px auto; max-width: 1200px; color: #222; }
+body { font-family: sans-serif; margin: 24px auto; max-width: 1340px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
 dl.summary { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; }
 dl.summary dt { font-weight: bold; } dl.summary dd { margin: 0; font-family: monospace; }
@@ -28,10 +28,10 @@ def _embedded(png: Path, alt: str, caption: str, css_class: str) -> str:
 
 
 def _table(columns: list[str], rows: list[list[str]]) -> str:
+    """The best-configuration table; the first column (the algorithm) is a row header."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(
-        f'<td{" class=name" if i == 0 else ""}>{html.escape(v)}</td>' for i, v in enumerate(row))
-        + "</tr>" for row in rows)
+    body = "".join(f'<tr><td class="name">{html.escape(row[0])}</td>'
+                   + "".join(f"<td>{html.escape(v)}</td>" for v in row[1:]) + "</tr>" for row in rows)
     return f'<table id="best-configs"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
