@@ -7,7 +7,9 @@ and an element counter, vectorized over clients with NumPy's wrapping uint64 ari
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy.special import ndtri
@@ -23,11 +25,26 @@ BATCH, NOISE, NOISE2, PERMUTATION, OTHER = 1, 2, 3, 4, 5
 _MASK = (1 << 64) - 1
 
 
+_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+
+
 def _mix(z: np.ndarray) -> np.ndarray:
-    """SplitMix64 finalizer on a uint64 array (wrapping arithmetic)."""
-    z = (z ^ (z >> np.uint64(30))) * _C1
-    z = (z ^ (z >> np.uint64(27))) * _C2
-    return z ^ (z >> np.uint64(31))
+    """SplitMix64 finalizer on a uint64 array (wrapping arithmetic), computed in place:
+    pass a fresh array. (Array arithmetic on uint64 wraps silently; only NumPy scalars warn.)"""
+    z ^= z >> _S30
+    z *= _C1
+    z ^= z >> _S27
+    z *= _C2
+    z ^= z >> _S31
+    return z
+
+
+@lru_cache(maxsize=64)
+def _counter(count: int) -> np.ndarray:
+    """Element counters 1..count times the golden gamma (read-only, cached per size)."""
+    c = np.arange(1, count + 1, dtype=np.uint64) * _GOLDEN
+    c.flags.writeable = False
+    return c
 
 
 def _mix_int(z: int) -> int:
@@ -58,25 +75,31 @@ class Key:
         return Key(self.seed, self.round, self.client_ids, step, stream)
 
     def _bits(self, shape: tuple[int, ...]) -> np.ndarray:
-        """uint64 array of shape (clients, *shape)."""
+        """uint64 array of shape (clients, *shape):
+        bits[c, j] = mix(mix(prefix ^ id_c * gamma) + (j + 1) * gamma)."""
         ids = np.asarray(self.client_ids, dtype=np.uint64)
-        with np.errstate(over="ignore"):
-            h = _mix(np.uint64(_prefix(self.seed, self.round, self.step, self.stream)) ^ (ids * _GOLDEN))
-            count = int(np.prod(shape, dtype=np.int64))
-            counter = np.arange(1, count + 1, dtype=np.uint64) * _GOLDEN
-            bits = _mix(h[:, None] + counter[None, :])
+        # 1-d so that all arithmetic is on arrays (wrapping, no overflow warnings)
+        h = ids.reshape(-1) * _GOLDEN
+        h ^= np.uint64(_prefix(self.seed, self.round, self.step, self.stream))
+        _mix(h)
+        bits = _mix(h[:, None] + _counter(math.prod(shape))[None, :])
         return bits.reshape(ids.shape + tuple(shape))
 
     def uniform(self, shape: tuple[int, ...]) -> np.ndarray:
-        """Uniform floats in the open interval (0, 1)."""
+        """Uniform floats in the open interval (0, 1): ((bits >> 11) + 1/2) / 2^53."""
         bits = self._bits(shape)
-        return ((bits >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / 2.0**53)
+        bits >>= _S11
+        u = bits.astype(np.float64)
+        u += 0.5
+        u *= 1.0 / 2.0**53
+        return u
 
     def integers(self, highs: np.ndarray, size: int) -> np.ndarray:
-        """(clients, size) integers, row c uniform in [0, highs[c])."""
-        highs = np.asarray(highs, dtype=np.int64)
+        """(clients, size) integers, row c uniform in [0, highs[c]): min(floor(u h_c), h_c - 1)."""
+        highs = np.asarray(highs, dtype=np.int64)[:, None]
         u = self.uniform((size,))
-        return np.minimum((u * highs[:, None]).astype(np.int64), highs[:, None] - 1)
+        u *= highs
+        return np.minimum(u.astype(np.int64), highs - 1, out=np.empty(u.shape, np.int64))
 
     def normal(self, shape: tuple[int, ...]) -> np.ndarray:
         """Standard normal floats of shape (clients, *shape) by inverse-CDF transform."""
