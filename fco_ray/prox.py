@@ -19,7 +19,8 @@ import numpy as np
 
 def _as_float(x) -> np.ndarray:
     x = np.asarray(x)
-    return x if np.issubdtype(x.dtype, np.floating) else x.astype(np.float64)
+    # dtype.kind "f" is np.floating (a hot path: issubdtype costs several times more)
+    return x if x.dtype.kind == "f" else x.astype(np.float64)
 
 
 def _event_axes(x: np.ndarray, event_ndim: int) -> tuple[int, ...]:
@@ -36,11 +37,15 @@ def _as_matrices(x) -> np.ndarray:
 
 
 def soft_threshold(x, tau: float) -> np.ndarray:
-    """prox of tau ||.||_1, elementwise:  sign(x) * max(|x| - tau, 0)."""
+    """prox of tau ||.||_1, elementwise:  sign(x) * max(|x| - tau, 0)  =  x - clip(x, -tau, tau).
+
+    The clip form makes 2 passes instead of 4 and gives the same floats (x - tau and
+    x + tau = -(|x| - tau) are the same roundings); only the sign of a zero may differ.
+    """
     x = _as_float(x)
     if tau == 0:
         return x.copy()
-    return np.sign(x) * np.maximum(np.abs(x) - tau, 0.0)
+    return x - np.clip(x, -tau, tau)
 
 
 def project_box(x, radius: float) -> np.ndarray:
@@ -90,7 +95,9 @@ def project_l2_ball(x, radius: float, event_ndim: int = 1) -> np.ndarray:
     x = _as_float(x)
     axes = _event_axes(x, event_ndim)
     norm = np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
-    return x * np.minimum(1.0, radius / np.maximum(norm, np.finfo(x.dtype).tiny))
+    scale = np.ones_like(norm)
+    np.divide(radius, norm, out=scale, where=norm > radius)  # only shrink points outside
+    return x * scale
 
 
 def project_l1_ball(x, radius: float, event_ndim: int = 1) -> np.ndarray:
