@@ -113,7 +113,7 @@ def add_runs(sub) -> None:
 
 
 def cmd_runs(args) -> int:
-    from .tracking import Store, best_per_algorithm, children, find_parent, trials_frame
+    from .tracking import Store, best_per_algorithm, children, default_uri, find_parent, trials_frame
 
     name, experiment, uri = args.sweep, args.experiment, args.tracking_uri
     if Path(args.sweep).suffix in (".yaml", ".yml") or Path(args.sweep).is_file():
@@ -123,6 +123,11 @@ def cmd_runs(args) -> int:
         name, experiment = spec.name, experiment or spec.tracking.experiment
         uri = uri or spec.tracking.uri
     experiment = experiment or name
+    uri = uri or default_uri()
+    db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+    if db is not None and not Path(db).is_file():  # looking must not create an empty store
+        raise ConfigError(f"no MLflow database at {db} (give --tracking-uri, or run in the "
+                          "directory the sweep ran in)")
     store = Store(uri)
     exp_id = store.experiment_id(experiment, create=False)
     parent = find_parent(store, exp_id, name) if exp_id is not None else None
@@ -165,10 +170,41 @@ def _best_table(best: pd.DataFrame) -> pd.DataFrame:
     return best[["algorithm", *rates, "seeds", "score", *metrics]].rename(columns=_short)
 
 
+# --- fco-ray report ----------------------------------------------------------------------
+
+def add_report(sub) -> None:
+    p = sub.add_parser("report", help="render a sweep's figures and HTML report from MLflow",
+                       description="Render a sweep's report (curves of the best configurations, "
+                                   "learning-rate heatmaps, best table) from its MLflow runs; "
+                                   "save it locally and attach it to the sweep's parent run.")
+    p.add_argument("sweep", help="sweep name, parent run id, or the sweep file")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default ./reports/<sweep>)")
+    p.add_argument("--tracking-uri", default=None,
+                   help="MLflow tracking URI (default: the sweep file's, MLFLOW_TRACKING_URI, "
+                        "or sqlite:///./mlflow.db)")
+    p.add_argument("--dashboard", default=None, metavar="NAME|FILE",
+                   help="report definition in dashboards/ (default: the sweep file's `report`)")
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args) -> int:
+    from .report import render_report
+
+    sweep, uri = args.sweep, args.tracking_uri
+    if Path(sweep).suffix in (".yaml", ".yml") or Path(sweep).is_file():
+        from .tune import read_sweep_file
+
+        spec = read_sweep_file(sweep)
+        sweep, uri = spec.name, uri or spec.tracking.uri
+    index = render_report(sweep, tracking_uri=uri, out_dir=args.out, dashboard=args.dashboard)
+    print(f"report: {index} (also attached to the sweep's parent run under report/)")
+    return EXIT_OK
+
+
 # --- entry point -------------------------------------------------------------------------
 
 #: one `add_<command>(subparsers)` per subcommand; `fco-ray report` registers here too
-SUBCOMMANDS = [add_run, add_sweep, add_runs]
+SUBCOMMANDS = [add_run, add_sweep, add_runs, add_report]
 
 
 def build_parser() -> argparse.ArgumentParser:

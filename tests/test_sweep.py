@@ -1,0 +1,146 @@
+"""Sweeps: Tune trials logged to MLflow (parent + children), values equal to fco_ray.run."""
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+import fco_ray
+from fco_ray.cli import main
+from fco_ray.config import ConfigError
+from fco_ray.tracking import Store, children, find_parent, trials_frame
+from fco_ray.tune import _TrialResources, _tune_config, load_sweep, run_sweep
+
+PROBLEM = {"name": "lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
+           "samples_per_client": 32}
+STEPS = [0, 5, 10, 15, 20]
+
+
+def write_sweep(directory, **changes):
+    sweep = {"name": "tiny", "problem": PROBLEM, "algorithms": ["fedmid", "feddualavg"],
+             "algorithm": {"clients_per_round": 4, "local_steps": 5},
+             "search": {"grid": {"algorithm.client_lr": [0.001, 1.0]}},  # 1.0 diverges
+             "seeds": [0], "rounds": 20, "eval_every": 5, "tune": {"metric": "f1", "mode": "max"},
+             "tracking": {"uri": f"sqlite:///{directory / 'mlflow.db'}"}, **changes}
+    path = directory / f"{sweep['name']}.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    return path
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def swept(ray_cluster, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("sweep")
+    path = write_sweep(directory)
+    lines = []
+    outcome = run_sweep(path, storage=directory / "ray_results", echo=lines.append)
+    store = Store(outcome.tracking_uri)
+    parent = find_parent(store, outcome.experiment_id, "tiny")
+    return path, outcome, lines, store, parent, trials_frame(children(store, parent))
+
+
+@pytest.mark.ray
+def test_child_runs_hold_every_evaluated_round_of_fco_run(swept):
+    path, outcome, _, store, parent, trials = swept
+    assert outcome.ok and parent.info.run_id == outcome.parent_run_id
+    assert parent.data.tags["fco.role"] == "sweep" and parent.data.tags["fco.metric"] == "f1"
+    assert [a.path for a in store.client.list_artifacts(parent.info.run_id)] == ["sweep.yaml"]
+    assert len(trials) == 4 and trials["trial_id"].is_unique
+    assert set(zip(trials["algorithm"], trials["algorithm.client_lr"])) == {
+        (a, lr) for a in ("fedmid", "feddualavg") for lr in (0.001, 1.0)}
+    finished = trials[trials["status"] == "finished"]
+    assert len(finished) == 2 and (finished["problem.lam"] == 0.05).all()  # defaults logged too
+    for row in finished.itertuples():
+        config = {"problem": PROBLEM, "algorithm": {"name": row.algorithm, "client_lr": 0.001,
+                                                     "clients_per_round": 4, "local_steps": 5},
+                  "rounds": 20, "eval_every": 5, "seed": 0}
+        expected = fco_ray.run(config)
+        for metric in ("f1", "train_loss", "density", "val_mse"):
+            history = store.client.get_metric_history(row.run_id, metric)
+            assert [m.step for m in history] == STEPS
+            np.testing.assert_allclose([m.value for m in history], expected[metric], rtol=1e-12)
+
+
+@pytest.mark.ray
+def test_diverged_trials_rank_last_and_best_config_is_tagged(swept):
+    _, outcome, lines, store, parent, trials = swept
+    diverged = trials[trials["algorithm.client_lr"] == 1.0]
+    assert (diverged["status"] == "diverged").all() and (diverged["run_status"] == "FINISHED").all()
+    ranked = outcome.results.get_dataframe().sort_values("f1", ascending=False)
+    assert list(ranked["status"]) == ["finished", "finished", "diverged", "diverged"]
+    assert math.isinf(ranked["f1"].iloc[-1])
+    for alg in ("fedmid", "feddualavg"):
+        best = json.loads(parent.data.tags[f"fco.best.{alg}"])
+        assert best["algorithm.client_lr"] == 0.001 and best["seeds"] == [0]
+        final = trials[(trials["algorithm"] == alg) & (trials["status"] == "finished")]["f1"]
+        assert parent.data.metrics[f"best.{alg}.f1"] == pytest.approx(final.item())
+    assert sum("diverged" in line for line in lines) == 2 and any("[4/4]" in line for line in lines)
+
+
+@pytest.mark.ray
+def test_runs_lists_trials_and_best(swept, capsys):
+    path = swept[0]
+    assert main(["runs", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "4 trials" in out and out.count("diverged") == 2
+    assert main(["runs", str(path), "--best"]) == 0
+    best = capsys.readouterr().out.splitlines()[2:]
+    assert len(best) == 2 and all("0.001" in line for line in best)
+
+
+@pytest.mark.ray
+def test_ray_backend_trial_reserves_its_actors(ray_cluster, tmp_path):
+    path = write_sweep(tmp_path, name="on_actors", algorithms=["feddualavg"],
+                       search={"grid": {"algorithm.client_lr": [0.001]}},
+                       backend={"name": "ray", "actors": 1})
+    sweep = load_sweep(path)
+    assert _TrialResources(sweep)(next(sweep.points())).bundles == [{"CPU": 1.0}, {"CPU": 1.0}]
+    outcome = run_sweep(path, storage=tmp_path / "ray_results", echo=lambda line: None)
+    assert outcome.ok
+    store = Store(outcome.tracking_uri)
+    (trial,) = children(store, find_parent(store, outcome.experiment_id, "on_actors"))
+    local = fco_ray.run({**sweep.trial_config(next(sweep.points())), "backend": {"name": "local"}})
+    values = [m.value for m in store.client.get_metric_history(trial.info.run_id, "train_loss")]
+    np.testing.assert_allclose(values, local["train_loss"], rtol=1e-9)
+
+
+def test_random_search_and_asha_settings(tmp_path):
+    path = write_sweep(tmp_path, search={
+        "grid": {"algorithm.server_lr": [1.0, 0.3]},
+        "random": {"algorithm.client_lr": {"loguniform": [1e-4, 1e-2]}}, "samples": 3},
+        tune={"metric": "train_loss", "scheduler": "asha", "grace_period": 5})
+    sweep = load_sweep(path)
+    assert sweep.num_trials() == 2 * 1 * 2 * 3  # algorithms x seeds x grid x samples
+    space = sweep.param_space()
+    assert space["algorithm.client_lr"].lower == 1e-4 and space["algorithm.client_lr"].upper == 1e-2
+    config = _tune_config(sweep)
+    # ASHA on rounds: milestones at grace_period * reduction_factor^k below max_t = rounds
+    assert config.scheduler._time_attr == "round" and config.scheduler._max_t == 20
+    assert [milestone for milestone, _ in config.scheduler._brackets[0]._rungs] == [15, 5]
+    assert config.num_samples == 3
+
+
+@pytest.mark.parametrize("search, message", [
+    ({"random": {"algorithm.client_lr": {"loguniform": [0, 1]}}}, "loguniform needs low > 0"),
+    ({"random": {"algorithm.client_lr": {"loguniform": [1e-2, 1e-4]}}}, "needs low < high"),
+    ({"grid": {"algorithm.client_lr": [0.1, -1]}}, "algorithm.client_lr=-1"),
+    ({"grid": {"algorithm.local_step": [1]}}, "unknown key 'algorithm.local_step'"),
+    ({"grid": {"seed": [1, 2]}}, "list them in seeds"),
+])
+def test_invalid_search_spaces_are_rejected_before_tune(tmp_path, search, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        load_sweep(write_sweep(tmp_path, search=search))
+    assert str(err.value).startswith(str(tmp_path / "tiny.yaml"))
+
+
+def test_metric_must_be_reported(tmp_path):
+    with pytest.raises(ConfigError, match="tune.metric: 'rank' is not reported by fedmid"):
+        load_sweep(write_sweep(tmp_path, tune={"metric": "rank"}))
