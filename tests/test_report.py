@@ -6,6 +6,7 @@ algorithm whose best comes from the parent's `fco.best.*` tag and one recomputed
 """
 import csv
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -248,3 +249,91 @@ def test_shipped_dashboards_are_valid_and_cover_the_problems():
                               (None, "default")]:
         assert find_dashboard(None, problem).name == expected
     assert load_dashboard(Path(names["adversarial"])).images == ["attack.png"]
+
+
+# --- a real sweep: fco-ray sweep renders the report at its end ---------------------------
+
+REAL_SWEEP = {
+    "name": "real", "problem": {"name": "lasso", "dim": 20, "clients": 8, "samples_per_client": 16,
+                                "support": 4, "val_clients": 2},
+    "algorithms": ["feddualavg", "fedmid"],
+    "algorithm": {"local_steps": 3, "batch_size": 4, "clients_per_round": 4},
+    # client_lr 1e4 diverges: a hatched column in the heatmaps
+    "search": {"grid": {"algorithm.client_lr": [0.003, 0.03, 1.0e4], "algorithm.server_lr": [1.0]}},
+    "seeds": [0, 1], "rounds": 12, "eval_every": 4, "tune": {"metric": "f1", "mode": "max"},
+    "report": "lasso"}
+
+
+@pytest.fixture(scope="module")
+def real_sweep(tmp_path_factory):
+    ray = pytest.importorskip("ray")
+    from fco_ray.tune import run_sweep
+
+    root = tmp_path_factory.mktemp("real_sweep")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    path = root / "real.yaml"
+    path.write_text(yaml.safe_dump({**REAL_SWEEP, "tracking": {"uri": uri}}))
+    cwd = Path.cwd()
+    os.chdir(root)  # the automatic report goes to ./reports/<sweep>
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        outcome = run_sweep(path, storage=root / "ray_results", echo=lambda line: None)
+    finally:
+        ray.shutdown()
+        os.chdir(cwd)
+    return {"uri": uri, "outcome": outcome, "index": root / "reports" / "real" / "index.html"}
+
+
+@pytest.mark.ray
+def test_real_sweep_report_matches_mlflow(real_sweep):
+    index, outcome = real_sweep["index"], real_sweep["outcome"]
+    assert outcome.ok and index.is_file()  # rendered by run_sweep itself
+    client = MlflowClient(tracking_uri=real_sweep["uri"])
+    parent = client.get_run(outcome.parent_run_id)
+    runs = client.search_runs([outcome.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    by_config = {}
+    for r in runs:
+        key = (r.data.tags["fco.algorithm"], float(r.data.params["algorithm.client_lr"]))
+        by_config.setdefault(key, []).append(r)
+    manifest = json.loads((index.parent / "report.json").read_text())
+    assert manifest["parent_run_id"] == parent.info.run_id and manifest["dashboard"] == "lasso"
+
+    f1 = json.loads((index.parent / "curve_f1.json").read_text())
+    assert set(f1["algorithms"]) == {"feddualavg", "fedmid"}
+    for alg, d in f1["algorithms"].items():
+        assert set(d["runs"]) == set(json.loads(parent.data.tags[f"fco.best.{alg}.run_ids"]))
+        values = np.array([[m.value for m in sorted(client.get_metric_history(run, "f1"),
+                                                     key=lambda m: m.step)] for run in d["runs"]])
+        assert d["rounds"] == [0, 4, 8, 12]
+        np.testing.assert_allclose(d["mean"], values.mean(axis=0), rtol=1e-12)
+        np.testing.assert_allclose(d["std"], values.std(axis=0, ddof=1), rtol=1e-12, atol=1e-15)
+
+    for metric in ("f1", "density"):
+        heat = json.loads((index.parent / f"heatmap_{metric}.json").read_text())
+        assert heat["x_values"] == [0.003, 0.03, 1.0e4] and heat["y_values"] == [1.0]
+        for alg, grid in heat["algorithms"].items():
+            for j, clr in enumerate(heat["x_values"]):
+                trials = by_config[(alg, clr)]
+                statuses = {r.data.tags["fco.status"] for r in trials}
+                if clr == 1.0e4:
+                    assert statuses == {"diverged"} and grid["status"][0][j] == "diverged"
+                    assert grid["value"][0][j] is None
+                else:
+                    assert statuses == {"finished"} and grid["status"][0][j] == "finished"
+                    finals = [r.data.metrics[metric] for r in trials]
+                    assert grid["value"][0][j] == pytest.approx(np.mean(finals), rel=1e-12)
+    stored = {f.path for f in client.list_artifacts(parent.info.run_id, "report")}
+    assert {"report/index.html", "report/curve_f1.png", "report/heatmap_f1.png"} <= stored
+
+
+def test_cli_report_and_its_errors(real_sweep, tmp_path, capsys):
+    from fco_ray.cli import main
+
+    out = tmp_path / "again"
+    assert main(["report", "real", "--tracking-uri", real_sweep["uri"], "--out", str(out),
+                 "--dashboard", "default"]) == 0
+    assert f"report: {out / 'index.html'}" in capsys.readouterr().out
+    assert json.loads((out / "report.json").read_text())["dashboard"] == "default"
+    assert main(["report", "nope", "--tracking-uri", real_sweep["uri"]]) == 2
+    assert "no sweep named 'nope'" in capsys.readouterr().err
+    assert main(["report", "real", "--tracking-uri", real_sweep["uri"], "--dashboard", "nope"]) == 2

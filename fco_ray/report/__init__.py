@@ -17,6 +17,7 @@ What is plotted comes from a dashboard (`dashboards/*.yaml`, see `dashboard.py`)
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import tempfile
@@ -25,12 +26,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..config import ConfigError
 from .dashboard import Curve, Dashboard, Heatmap, available, find_dashboard, load_dashboard
 from .data import SweepData, grid_cells, load_sweep
 from .figures import colors, curve_figure, heatmap_figure, save
 from .page import render_page
 
 ARTIFACT_DIR = "report"
+log = logging.getLogger(__name__)
 MAX_GRID_VALUES = 15  # more distinct values on a heatmap axis: a random search, not a grid
 
 
@@ -108,7 +111,11 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
     else the dashboard listing the sweep's problem, else `default`. Raises `ConfigError` for
     an unknown sweep or dashboard, or a sweep without a tuning metric."""
     data = load_sweep(sweep, tracking_uri)
-    dash = find_dashboard(dashboard or data.sweep.get("report"), data.problem)
+    choice = dashboard if dashboard is not None else data.sweep.get("report")
+    if choice is not None and not isinstance(choice, (str, Path, bool)):
+        raise ConfigError(f"sweep {data.name}: report: expected a dashboard name or path (or false: "
+                          f"no report at the end of the sweep), got {choice!r}")
+    dash = find_dashboard(choice if isinstance(choice, (str, Path)) else None, data.problem)
     metric, mode = data.ranking(dash.metric, dash.mode)
     trials, logged = data.trials, data.trials.attrs.get("metrics", [])
     best = data.best_groups(metric, mode) if len(trials) else {}
@@ -195,5 +202,19 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
     return out / "index.html"
 
 
+def report_after_sweep(parent_run_id: str, tracking_uri: str, echo=print) -> Path | None:
+    """The report at the end of `fco-ray sweep`. The sweep's results are already in MLflow, so
+    a failure here is a logged warning, never an error: rerun `fco-ray report` later."""
+    try:
+        index = render_report(parent_run_id, tracking_uri=tracking_uri)
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        log.warning("sweep report failed (%s: %s); the runs are in MLflow, retry with "
+                    "`fco-ray report %s --tracking-uri %s`", type(e).__name__, e, parent_run_id,
+                    tracking_uri)
+        return None
+    echo(f"report: {index} (also attached to the parent run under {ARTIFACT_DIR}/)")
+    return index
+
+
 __all__ = ["ARTIFACT_DIR", "Curve", "Dashboard", "Heatmap", "available", "find_dashboard",
-           "load_dashboard", "load_sweep", "render_report"]
+           "load_dashboard", "load_sweep", "render_report", "report_after_sweep"]

@@ -75,13 +75,18 @@ class SweepData:
     def best_groups(self, metric: str, mode: str) -> dict[str, pd.DataFrame]:
         """Algorithm -> the trials (one per seed) of its best configuration.
 
-        The sweep's own answer (tag `fco.best.<algorithm>`, the best trial's flattened config)
-        when it matches trials, else `tracking.best_per_algorithm` on the final values;
-        algorithms without a finished configuration are left out."""
-        out, recomputed = {}, None
+        The sweep's own answer when it matches trials (tag `fco.best.<algorithm>.run_ids`, else
+        `fco.best.<algorithm>`, the best configuration as flattened dotted keys), else
+        `tracking.best_per_algorithm` on the final values; algorithms without a finished
+        configuration are left out."""
+        out, recomputed, tags = {}, None, self.parent.data.tags
         for alg, rows in self.trials.groupby("algorithm"):
-            tag = self.parent.data.tags.get(f"fco.best.{alg}")
-            members = _matching(rows, json.loads(tag)) if tag else rows.iloc[:0]
+            if f"fco.best.{alg}.run_ids" in tags:
+                members = rows[rows["run_id"].isin(json.loads(tags[f"fco.best.{alg}.run_ids"]))]
+            elif f"fco.best.{alg}" in tags:
+                members = _matching(rows, json.loads(tags[f"fco.best.{alg}"]))
+            else:
+                members = rows.iloc[:0]
             if members.empty:
                 if recomputed is None:
                     recomputed = best_per_algorithm(self.trials, metric, mode)
