@@ -4,6 +4,7 @@ from __future__ import annotations
 from .base import Algorithm, Hyper
 from .baselines import Centralized
 from .composite import FedAvg, FedAvgSubgrad, FedDualAvg, FedDualAvgOSP, FedMiD, FedMiDOSP, Local
+from .saddle import PGDA, ExtragradLocalSGD, FeDualEx, FedMiP
 from .svrg import ALL as SVRG_FAMILY
 
 ALGORITHMS: dict[str, type[Algorithm]] = {}
@@ -16,6 +17,8 @@ def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
 
 
 for _cls in (FedAvg, FedAvgSubgrad, FedMiD, FedMiDOSP, FedDualAvg, FedDualAvgOSP, Local, Centralized):
+    register_algorithm(_cls)
+for _cls in (FeDualEx, FedMiP, ExtragradLocalSGD, PGDA):
     register_algorithm(_cls)
 for _cls in SVRG_FAMILY:  # gd, fsvrg, fsvrg_naive, dane, cocoa_plus
     register_algorithm(_cls)

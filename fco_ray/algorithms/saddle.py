@@ -1,0 +1,188 @@
+"""Federated composite saddle point methods (Bai & Bullins, ICLR'24): FeDualEx, FedMiP,
+Extra-step local SGD and federated projected gradient descent-ascent (PGDA).
+
+They act on z = (x, y) through the problem's operator g(z) = (grad_x f, -grad_y f)
+(`problem.grad`) and psi(z) = psi1(x) + psi2(y) (`problem.psi`, blockwise), with the
+Euclidean distance-generating function l(z) = 1/2 ||z||^2. FedDualAvg and FedMiD of
+`composite.py` run unchanged on the same operator (one operator call per local step).
+
+The two operator calls of an extra-step update use the stream tags NOISE and NOISE2, so
+their noises / minibatches are independent draws (g(z; xi), g(z_half; xi')).
+
+Sequential FeDualEx is FeDualEx with one client (problem `clients: 1`, server_lr 1: then
+t_{r,K} = t_{r+1,0} and the rounds chain into one run of stochastic dual extrapolation);
+deterministic FeDualEx is FeDualEx on a problem without noise (`noise: 0`).
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from pydantic import Field
+
+from ..problems.base import Problem
+from ..random import NOISE, NOISE2, Key
+from ..tree import Params, axpy, copy, stack, sub, tmap
+from .base import Algorithm, Hyper, State
+
+
+class SaddleHyper(Hyper):
+    ergodic: bool = Field(
+        True, description="also upload each client's sum of z_half to report the ergodic "
+        "average (metrics suffixed _ergodic); doubles floats_up")
+
+
+class _Ergodic:
+    """Running ergodic mean of the clients' shadow points z_half over all rounds and steps.
+
+    Clients send sum_k z_half (so the aggregated message is the client mean of those sums);
+    the server accumulates it and divides by the number of local steps taken so far:
+    zhat_R = (1 / (R K)) sum_r sum_k mean_m z^m_{r,k+1/2}.
+    """
+
+    hp: SaddleHyper
+
+    def ergodic_init(self, params0: Params) -> State:
+        return {"zsum": tmap(np.zeros_like, params0), "steps": 0, "z0": copy(params0)}
+
+    def ergodic_update(self, state: State, mean: dict) -> dict:
+        if not self.hp.ergodic:
+            return {}
+        zsum = {k: state["zsum"][k] + mean["zhalf_" + k] for k in state["zsum"]}
+        return {"zsum": zsum, "steps": state["steps"] + self.hp.local_steps}
+
+    def extra_outputs(self, problem: Problem, state: State) -> dict[str, Params]:
+        if not self.hp.ergodic:
+            return {}
+        if state["steps"] == 0:
+            return {"ergodic": state["z0"]}
+        return {"ergodic": tmap(lambda s: s / state["steps"], state["zsum"])}
+
+    def ergodic_message(self, zsum: Params) -> dict:
+        return {"zhalf_" + k: v for k, v in zsum.items()} if self.hp.ergodic else {}
+
+
+class FeDualEx(_Ergodic, Algorithm):
+    """Federated dual extrapolation (Algorithm 1). With P_t(v) = prox_{eta_c t psi}(v):
+
+    client, k = 0..K-1, t = eta_s r K + k:
+        z_k      = P_t(sbar - s_k)
+        z_half   = P_{t+1}(sbar - s_k - eta_c g(z_k; xi))
+        s_{k+1}  = s_k + eta_c g(z_half; xi')
+    server: s_{r+1} = s_r + eta_s mean_m (s^m_K - s_r);  output z_{r+1} = P_{eta_s (r+1) K}(sbar - s_{r+1}).
+
+    sbar = z_0 (so the first primal is z_0, projected) and s_0 = 0. The broadcast carries
+    v_r = sbar - s_r (one array instead of both); clients keep their local offset u = s_k - s_r.
+    """
+
+    name = "feddualex"
+    Hyper = SaddleHyper
+
+    def server_init(self, problem, params0):
+        return {"s": tmap(np.zeros_like, params0), "sbar": copy(params0), "t": 0.0,
+                **self.ergodic_init(params0)}
+
+    def broadcast(self, state):
+        return {"v": sub(state["sbar"], state["s"]), "t": state["t"]}
+
+    def client_update(self, problem: Problem, payload, rows, key: Key):
+        lr, psi = self.hp.client_lr, problem.psi
+        v = stack(payload["v"], len(rows))
+        u = tmap(np.zeros_like, v)  # s_k - s_r
+        zsum = tmap(np.zeros_like, v)
+        for k in range(self.hp.local_steps):
+            t = payload["t"] + k
+            anchor = sub(v, u)  # sbar - s_k
+            z = psi.prox(anchor, lr * t)
+            g = problem.grad(z, rows, key.with_step(k, NOISE), self.hp.batch_size)
+            z_half = psi.prox(axpy(-lr, g, anchor), lr * (t + 1))
+            g_half = problem.grad(z_half, rows, key.with_step(k, NOISE2), self.hp.batch_size)
+            u = axpy(lr, g_half, u)
+            zsum = axpy(1.0, z_half, zsum)
+        return {**u, **self.ergodic_message(zsum)}
+
+    def server_update(self, problem, state, mean, rnd):
+        s = {k: state["s"][k] + self.hp.server_lr * mean[k] for k in state["s"]}
+        t = state["t"] + self.hp.server_lr * self.hp.local_steps
+        return {**state, "s": s, "t": t, **self.ergodic_update(state, mean)}
+
+    def output(self, problem, state):
+        return problem.psi.prox(sub(state["sbar"], state["s"]), self.hp.client_lr * state["t"])
+
+
+class PrimalSaddle(_Ergodic, Algorithm):
+    """Clients run K local steps on z; the server averages the model deltas.
+
+    `extra`: two operator calls per step (extragradient), else one (gradient descent-ascent).
+    `prox`: steps are z' = prox_{eta_c psi}(z - eta_c g) (mirror steps);
+    else z' = Proj(z - eta_c (g + s)), s a subgradient of the penalty part of psi at the point
+    where g is taken, Proj the projection onto the constraint set.
+    Server: z_{r+1} = prox_{eta_s eta_c K psi}(z_r + eta_s Delta_r) with `prox` [ref], else
+    Proj(z_r + eta_s Delta_r) (a no-op for eta_s <= 1: the mean of feasible points is feasible).
+    """
+
+    extra: ClassVar[bool]
+    prox: ClassVar[bool]
+    Hyper = SaddleHyper
+
+    def server_init(self, problem, params0):
+        return {"z": copy(params0), **self.ergodic_init(params0)}
+
+    def broadcast(self, state):
+        return {"z": state["z"]}
+
+    def _step(self, problem: Problem, z: Params, g: Params, at: Params) -> Params:
+        """One local step from z along g; `at` is where the subgradient of psi is taken
+        (the point of the operator call: z for a predictor, z_half for a corrector)."""
+        lr, psi = self.hp.client_lr, problem.psi
+        if self.prox:
+            return psi.prox(axpy(-lr, g, z), lr)
+        return psi.project(axpy(-lr, axpy(1.0, psi.subgradient(at), g), z))
+
+    def client_update(self, problem: Problem, payload, rows, key: Key):
+        z = stack(payload["z"], len(rows))
+        zsum = tmap(np.zeros_like, z)
+        for k in range(self.hp.local_steps):
+            g = problem.grad(z, rows, key.with_step(k, NOISE), self.hp.batch_size)
+            z_half = self._step(problem, z, g, at=z)
+            if self.extra:
+                g_half = problem.grad(z_half, rows, key.with_step(k, NOISE2), self.hp.batch_size)
+                z = self._step(problem, z, g_half, at=z_half)
+            else:
+                z = z_half
+            zsum = axpy(1.0, z_half, zsum)
+        return {**sub(z, payload["z"]), **self.ergodic_message(zsum)}
+
+    def server_update(self, problem, state, mean, rnd):
+        z = {k: state["z"][k] + self.hp.server_lr * mean[k] for k in state["z"]}
+        if self.prox:
+            z = problem.psi.prox(z, self.hp.server_lr * self.hp.client_lr * self.hp.local_steps)
+        else:
+            z = problem.psi.project(z)
+        return {**state, "z": z, **self.ergodic_update(state, mean)}
+
+    def output(self, problem, state):
+        return state["z"]
+
+
+class FedMiP(PrimalSaddle):
+    """Federated mirror prox (Appendix H): z_half = prox_{eta_c psi}(z - eta_c g(z)),
+    z <- prox_{eta_c psi}(z - eta_c g(z_half)); server prox_{eta_s eta_c K psi}(z + eta_s Delta)."""
+
+    name, extra, prox = "fedmip", True, True
+
+
+class ExtragradLocalSGD(PrimalSaddle):
+    """Extra-step local SGD (Beznosikov et al. 2020) with subgradients and projection:
+    z_half = Proj(z - eta_c (g(z) + s(z))), z <- Proj(z - eta_c (g(z_half) + s(z_half)));
+    plain averaging on the server."""
+
+    name, extra, prox = "extragrad_local_sgd", True, False
+
+
+class PGDA(PrimalSaddle):
+    """Federated projected gradient descent-ascent: z <- Proj(z - eta_c (g(z) + s(z)))
+    (descent in x, ascent in y through the operator's sign); plain averaging on the server.
+    Its `ergodic` output is the running mean of the local iterates."""
+
+    name, extra, prox = "pgda", False, False
