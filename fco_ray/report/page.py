@@ -8,7 +8,7 @@ import html
 from pathlib import Path
 
 CSS = """
-body { font-family: sans-serif; margin: 24px auto; max-width: 1340px; color: #222; }
+body { font-family: sans-serif; margin: 24px auto; padding: 0 20px; max-width: 1340px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
 dl.summary { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; }
 dl.summary dt { font-weight: bold; } dl.summary dd { margin: 0; font-family: monospace; }
