@@ -11,7 +11,7 @@ from scipy.special import expit
 import fco_ray
 from fco_ray import ConfigError
 from fco_ray.algorithms import ALGORITHMS
-from fco_ray.algorithms.svrg import permutations, sdca_logistic, svrg_pass
+from fco_ray.algorithms.svrg import permutations, sdca_logistic, svrg_pass, uniform_draws
 from fco_ray.backends import LocalBackend
 from fco_ray.backends.local import add_sums, weighted_sum
 from fco_ray.data.text_generator import generate_text_nodes, reshuffle_nodes
@@ -81,15 +81,18 @@ def brute_scaling(nodes):
     return s, np.where(omega > 0, k / np.maximum(omega, 1), 1.0)
 
 
-def reference_pass(nodes, order, steps, anchor, drift, h, lam, mu, s):
-    """w <- w - h_k (s_k [grad f_i(w) - grad f_i(a_k)] + mu (w - a_k) + drift_k), node by node."""
+def reference_pass(nodes, order, steps, anchor, drift, h, lam, mu, s, block=None):
+    """w <- w - h_k (s_k [grad f_i(w) - grad f_i(a_k)] + mu (w - a_k) + drift_k), node by node;
+    node k's samples are order[start_k + j] (blocks of lengths `block`, default `steps`)."""
     x = dense_rows(nodes)
+    block = steps if block is None else block
+    start = np.cumsum(block) - block
     out = np.zeros((nodes.num_clients, nodes.dim))
     for k in range(nodes.num_clients):
         a = anchor[k]
         w = a.copy()
         for j in range(steps[k]):
-            i = nodes.offsets[k] + order[k, j]
+            i = nodes.offsets[k] + order[start[k] + j]
             diff = (dl(x[i] @ w, nodes.y[i]) - dl(x[i] @ a, nodes.y[i])) * x[i] + lam * (w - a)
             w = w - h[k] * (s[k] * diff + mu * (w - a) + drift[k])
         out[k] = w - a
@@ -104,30 +107,41 @@ def test_sparsity_scalings_match_their_definitions(tiny):
     np.testing.assert_allclose(tiny.aggregation, a, rtol=1e-12)
 
 
-@pytest.mark.parametrize("scaled,mu,per_node", [(True, 0.0, False), (False, 0.3, True), (False, 0.0, False)])
-def test_lazy_vectorized_pass_equals_plain_loops(tiny, scaled, mu, per_node):
+@pytest.mark.parametrize("scaled,mu,per_node,partial", [(True, 0.0, False, False), (False, 0.3, True, True),
+                                                       (False, 0.0, False, True)])
+def test_lazy_vectorized_pass_equals_plain_loops(tiny, scaled, mu, per_node, partial):
     nodes, rng = tiny.train, np.random.default_rng(0)
     k, d = nodes.num_clients, nodes.dim
     order = permutations(Key(5, 2, np.arange(k)).with_step(0, PERMUTATION), nodes.sizes)
-    steps = np.minimum(nodes.sizes, rng.integers(1, 45, k))  # unequal, some partial passes
+    steps = np.minimum(nodes.sizes, rng.integers(1, 45, k)) if partial else nodes.sizes
     anchor = rng.normal(size=(k, d)) if per_node else np.broadcast_to(rng.normal(size=d), (k, d))
     drift = 0.1 * rng.normal(size=(k, d)) if per_node else np.broadcast_to(0.1 * rng.normal(size=d), (k, d))
     h = rng.uniform(0.2, 1.5, k)
     lam = 0.05  # large enough that the lazy closed form matters
     s = brute_scaling(nodes)[0] if scaled else np.ones((k, d))
     got = svrg_pass(nodes, order, steps, anchor if per_node else anchor[0],
-                    drift if per_node else drift[0], h, lam, mu, scaled=scaled)
-    want = reference_pass(nodes, order, steps, anchor, drift, h, lam, mu, s)
+                    drift if per_node else drift[0], h, lam, mu, scaled=scaled, block=nodes.sizes)
+    want = reference_pass(nodes, order, steps, anchor, drift, h, lam, mu, s, block=nodes.sizes)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    if scaled:
+        with pytest.raises(ValueError, match="steps must equal the node sizes"):
+            svrg_pass(nodes, order, nodes.sizes - 1, anchor[0], drift[0], h, lam, scaled=True,
+                      block=nodes.sizes)
 
 
-def test_permutations_are_permutations_keyed_by_node():
+def test_permutations_and_draws_are_keyed_by_node():
     sizes = np.array([3, 7, 1, 5])
-    perm = permutations(Key(1, 4, np.array([10, 11, 12, 13])).with_step(0, PERMUTATION), sizes)
-    for row, n in zip(perm, sizes):
-        assert sorted(row[:n]) == list(range(n))
+    key = Key(1, 4, np.array([10, 11, 12, 13]))
+    perm = np.split(permutations(key.with_step(0, PERMUTATION), sizes), np.cumsum(sizes)[:-1])
+    for block, n in zip(perm, sizes):
+        assert sorted(block) == list(range(n))
     alone = permutations(Key(1, 4, np.array([12, 11])).with_step(0, PERMUTATION), sizes[[2, 1]])
-    np.testing.assert_array_equal(alone[1, :7], perm[1, :7])  # independent of the other nodes
+    np.testing.assert_array_equal(alone[1:], perm[1])  # independent of the other nodes
+    other_round = permutations(Key(1, 5, key.client_ids).with_step(0, PERMUTATION), sizes)
+    assert not np.array_equal(other_round, np.concatenate(perm))
+    draws = uniform_draws(key.with_step(0, BATCH), sizes, np.array([50, 50, 50, 50]))
+    for block, n in zip(np.split(draws, 4), sizes):
+        assert set(block) == set(range(n))  # 50 draws hit every one of <= 7 values
 
 
 def test_sdca_step_solves_the_one_dimensional_dual_problem():
@@ -181,7 +195,7 @@ def test_naive_fsvrg_follows_its_formula(tiny):
     w = np.zeros(p.train.dim)
     for rnd in range(2):
         g = (n_k / n) @ grads_of_nodes(p, w)
-        draws = Key(seed, rnd, ids).with_step(0, BATCH).integers(n_k, m)
+        draws = uniform_draws(Key(seed, rnd, ids).with_step(0, BATCH), n_k, np.full(len(ids), m))
         u = reference_pass(p.train, draws, np.full(len(ids), m), np.tile(w, (len(ids), 1)),
                            np.tile(g, (len(ids), 1)), np.full(len(ids), h), p.lam, 0.0,
                            np.ones((len(ids), p.train.dim)))

@@ -57,108 +57,150 @@ def _at(array: np.ndarray, own: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return array[cols] if array.ndim == 1 else array[own, cols]
 
 
+POSITION_BITS = 24  # samples per node < 2^24 (16.7M): position and node id share one key
+
+
+def _node_uniforms(key: Key, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Blocks of counts[k] uniforms per node k, node-major, each keyed by (seed, round,
+    step, stream, global node id, position): no (C, max count) rectangle is built."""
+    if counts.max(initial=0) >= 1 << POSITION_BITS:
+        raise ValueError(f"a node has {counts.max()} local steps; at most {(1 << POSITION_BITS) - 1}")
+    node = np.repeat(np.arange(len(counts)), counts)
+    position = np.arange(len(node)) - np.repeat(np.cumsum(counts) - counts, counts)
+    ids = (np.asarray(key.client_ids, np.uint64)[node] << np.uint64(POSITION_BITS)) | position.astype(np.uint64)
+    return node, Key(key.seed, key.round, ids, key.step, key.stream).uniform((1,))[:, 0]
+
+
 def permutations(key: Key, sizes: np.ndarray) -> np.ndarray:
-    """(C, max n_k): row k starts with a uniform random permutation of range(n_k)."""
-    u = key.uniform((int(sizes.max()),))
-    u[np.arange(u.shape[1])[None, :] >= sizes[:, None]] = 2.0  # padding sorts last
-    return np.argsort(u, axis=1)
+    """Node-major blocks: block k (length n_k) is a uniform random permutation of range(n_k)."""
+    node, u = _node_uniforms(key, sizes)
+    return np.lexsort((u, node)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+
+
+def uniform_draws(key: Key, sizes: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Node-major blocks: block k holds steps[k] draws uniform in range(n_k), with replacement."""
+    node, u = _node_uniforms(key, steps)
+    return np.minimum((u * sizes[node]).astype(np.int64), sizes[node] - 1)
 
 
 class Schedule:
     """A local pass listed step by step, computed once before the sequential loop.
 
-    Node k (of `nodes`) visits rows `order[k, :steps[k]]` of its data. Nodes are renumbered
-    longest-first (`rank[k]`), so the nodes still running at step j are ranks 0..count_j-1.
-    Step j's samples are `sample[sample_ptr[j]:sample_ptr[j+1]]` (rows of nodes.x, by rank)
-    and their nonzeros `pos[entry_ptr[j]:entry_ptr[j+1]]` (into x.data), owned by rank `own`.
-    Memory O(C max n_k + visited nnz).
+    Node k (of `nodes`) visits its rows `order[start_k + j]`, j < steps[k], where `order`
+    holds node-major blocks of lengths `block` (default `steps`; start_k = block offsets).
+    Nodes are renumbered longest-first (`rank[k]`; `by_len` is the inverse), so the nodes
+    still running at step j are ranks 0..count_j-1 and sample (j, rank r) sits at
+    sample_ptr[j] + r. Step j's samples are `sample[sample_ptr[j]:sample_ptr[j+1]]` (rows of
+    nodes.x) and their nonzeros ("visits") `pos[entry_ptr[j]:entry_ptr[j+1]]` (into x.data),
+    owned by rank `own`.
+
+    Local models are kept only on the (rank, feature) pairs a node touches: `pairs` holds
+    the sorted keys rank * d + feature of the visited pairs (for full passes: every feature
+    present on the node), `pair[v]` is visit v's pair index, `skipped[v]` the number of steps
+    since the previous visit of that pair (or since the start), and `last[p]` the step after
+    the pair's last visit. Memory O(n + visits).
     """
 
-    def __init__(self, nodes: SparseNodes, order: np.ndarray, steps: np.ndarray):
-        clients = nodes.num_clients
-        by_len = np.argsort(-steps, kind="stable")
+    def __init__(self, nodes: SparseNodes, order: np.ndarray, steps: np.ndarray,
+                 block: np.ndarray | None = None):
+        x, d, clients = nodes.x, nodes.dim, nodes.num_clients
+        block = steps if block is None else block
+        self.by_len = np.argsort(-steps, kind="stable")
         self.rank = np.empty(clients, np.int64)
-        self.rank[by_len] = np.arange(clients)
-        self.steps = steps[by_len]
-        running = np.arange(int(self.steps.max()))[:, None] < self.steps[None, :]  # (steps, C)
-        rows = nodes.offsets[:-1][by_len][None, :] + order[by_len, :running.shape[0]].T
-        self.sample = rows[running]  # step-major, rank order within a step
-        self.sample_ptr = np.concatenate([[0], np.cumsum(running.sum(axis=1))])
-        lengths = np.diff(nodes.x.indptr)[self.sample]
-        self.pos = ranges(nodes.x.indptr[self.sample], lengths)
-        self.own = np.repeat(np.broadcast_to(np.arange(clients), running.shape)[running], lengths)
+        self.rank[self.by_len] = np.arange(clients)
+        running = np.searchsorted(-steps[self.by_len], -np.arange(int(steps.max())), side="left")
+        self.sample_ptr = np.concatenate([[0], np.cumsum(running)])
+        node = np.repeat(np.arange(clients), steps)
+        j = np.arange(len(node)) - np.repeat(np.cumsum(steps) - steps, steps)
+        where = self.sample_ptr[j] + self.rank[node]
+        self.sample = np.empty(len(node), np.int64)
+        self.sample[where] = nodes.offsets[node] + order[np.repeat(np.cumsum(block) - block, steps) + j]
+        owner = np.empty(len(node), np.int64)
+        owner[where] = self.rank[node]
+        lengths = np.diff(x.indptr)[self.sample]
+        self.pos = ranges(x.indptr[self.sample], lengths)
+        self.own = np.repeat(owner, lengths)
         self.entry_ptr = np.concatenate([[0], np.cumsum(lengths)])[self.sample_ptr]
+        # pairs: one stable sort of the visits' keys (visits are in step order)
+        keys = self.own * d + x.indices[self.pos]
+        by_key = np.argsort(keys, kind="stable")
+        sorted_keys = keys[by_key]
+        first = np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]])
+        self.pairs = sorted_keys[first]
+        group = np.cumsum(first) - 1
+        self.pair = np.empty(len(keys), np.int64)
+        self.pair[by_key] = group
+        step = np.repeat(np.arange(len(running)), np.diff(self.entry_ptr))[by_key]
+        self.skipped = np.empty(len(keys), np.int64)
+        self.skipped[by_key] = step - np.where(first, 0, np.concatenate([[0], step[:-1] + 1]))
+        is_last = np.concatenate([first[1:], [True]])
+        self.last = np.empty(len(self.pairs), np.int64)
+        self.last[group[is_last]] = step[is_last] + 1
+        self.pair_rank, self.pair_col = self.pairs // d, self.pairs % d
 
-    def by_rank(self, array: np.ndarray) -> np.ndarray:
-        """Per-node rows (C, ...) reordered to rank order."""
-        out = np.empty_like(array)
-        out[self.rank] = array
+    def dense(self, values: np.ndarray, fill: np.ndarray) -> np.ndarray:
+        """(C, d) in the nodes' original order: `fill` (C, d) or broadcastable, with the
+        pairs set to `values`."""
+        out = np.empty((len(self.rank), fill.shape[-1]))
+        out[...] = fill
+        out.reshape(-1)[self.by_len[self.pair_rank] * out.shape[1] + self.pair_col] = values
         return out
 
 
 def svrg_pass(nodes: SparseNodes, order: np.ndarray, steps: np.ndarray, anchor: np.ndarray,
               drift: np.ndarray, h: np.ndarray, lam: float, mu: float = 0.0,
-              scaled: bool = False) -> np.ndarray:
+              scaled: bool = False, block: np.ndarray | None = None) -> np.ndarray:
     """Local SVRG-type passes of every node at once; returns u_k = w_k - anchor_k, (C, d).
 
-    Node k runs `steps[k]` steps on samples `order[k, :steps[k]]` (indices within the node):
+    Node k runs `steps[k]` steps on its samples listed in `order` (node-major blocks of
+    lengths `block`, default `steps`; see `Schedule`):
 
         w <- w - h_k ( s_k * [grad f_i(w) - grad f_i(anchor_k)] + mu (w - anchor_k) + drift_k )
 
     with s_k = S_k (`scaled`, FSVRG) or 1; `anchor` and `drift` are (d,) (shared) or (C, d).
     grad f_i(w) - grad f_i(a) = (l_i'(<x_i, w>) - l_i'(<x_i, a>)) x_i + lam (w - a).
-    Everything that is fixed during the pass is gathered per visited nonzero up front.
+    Everything fixed during the pass is gathered per visit up front; the loop only reads and
+    writes the touched pairs. A coordinate node k never touches follows u <- (1 - c_k) u - h_k
+    drift_kj from 0 for steps[k] steps (c_k = h_k (lam + mu)), a closed form per node.
     """
-    x, y, d, clients = nodes.x, nodes.y, nodes.dim, nodes.num_clients
-    plan = Schedule(nodes, order, steps)
-    h = plan.by_rank(h)
-    if anchor.ndim == 2:
-        anchor = plan.by_rank(anchor)
-    if drift.ndim == 2:
-        drift = plan.by_rank(drift)
-    _, dl_anchor = logistic(margins(x, anchor, plan.rank[nodes.node_of_row()]), y)
-    # per visited nonzero: flat index into (C, d), value, and the step's coefficients
+    x, y, d = nodes.x, nodes.y, nodes.dim
+    if scaled and np.any(steps != nodes.sizes):
+        raise ValueError("scaled (FSVRG) passes visit every sample of every node once: steps must equal the node sizes")
+    plan = Schedule(nodes, order, steps, block)
     own, cols = plan.own, x.indices[plan.pos].astype(np.int64)
-    flat = own * d + cols
+    node = plan.by_len[own]  # original node index of every visit
+    _, dl_anchor = logistic(margins(x, anchor, nodes.node_of_row()), y)
     vals = x.data[plan.pos]
     s = nodes.scale[plan.pos] if scaled else 1.0
-    coef = h[own] * (s * lam + mu)  # c: u <- (1 - c) u - b between visits (c > 0 as lam > 0)
-    push = h[own] * _at(drift, own, cols)  # b
-    anchor_val = vals * _at(anchor, own, cols)
-    sample_grad = h[own] * s * vals  # times l'(w) - l'(anchor): the sparse part of the step
-    y_s, dl_a = y[plan.sample], dl_anchor[plan.sample]
-    # steps skipped since the previous visit of the same (node, coordinate): the catch-up
-    # u <- decay u + growth is fixed by the schedule, so it is computed for all visits at once
-    step = np.repeat(np.arange(len(plan.entry_ptr) - 1), np.diff(plan.entry_ptr))
-    by_key = np.argsort(flat, kind="stable")
-    key_sorted, step_sorted = flat[by_key], step[by_key]
-    first = np.concatenate([[True], key_sorted[1:] != key_sorted[:-1]])
-    skipped = np.empty_like(step)
-    skipped[by_key] = step_sorted - np.where(first, 0, np.concatenate([[0], step_sorted[:-1] + 1]))
-    t = skipped * np.log1p(-coef)
+    coef = h[node] * (s * lam + mu)  # c: u <- (1 - c) u - b between visits (c > 0 as lam > 0)
+    push = h[node] * _at(drift, node, cols)  # b
+    sample_grad = h[node] * s * vals  # times l'(w) - l'(anchor): the sparse part of the step
+    # catch-up over the skipped steps u <- decay u + growth, then the step itself:
+    # margin term vals * (anchor + u) = reach + slope * u_old, and u_new = hold * u_old + shift - ...
+    t = plan.skipped * np.log1p(-coef)
     decay, growth = np.exp(t), push / coef * np.expm1(t)
-    keep = 1.0 - coef
+    reach = vals * (_at(anchor, node, cols) + growth)
+    slope = vals * decay
+    hold, shift = (1.0 - coef) * decay, (1.0 - coef) * growth - push
+    y_s, dl_a = y[plan.sample], dl_anchor[plan.sample]
 
-    u_flat = np.zeros(clients * d)
+    u = np.zeros(len(plan.pairs))
     for j in range(len(plan.sample_ptr) - 1):
         e = slice(plan.entry_ptr[j], plan.entry_ptr[j + 1])
         smp = slice(plan.sample_ptr[j], plan.sample_ptr[j + 1])
-        f, o = flat[e], own[e]
-        uu = decay[e] * u_flat[f] + growth[e]
-        z = np.bincount(o, weights=anchor_val[e] + vals[e] * uu, minlength=smp.stop - smp.start)
+        f, o = plan.pair[e], own[e]
+        old = u[f]
+        z = np.bincount(o, weights=reach[e] + slope[e] * old, minlength=smp.stop - smp.start)
         dl = -y_s[smp] * expit(-y_s[smp] * z) - dl_a[smp]
-        u_flat[f] = keep[e] * uu - push[e] - sample_grad[e] * dl[o]
-    # apply every node's remaining steps to every coordinate (s_k^j = 1 where j is absent)
-    last = np.zeros(clients * d, np.int64)
-    is_last = np.concatenate([key_sorted[1:] != key_sorted[:-1], [True]])
-    last[key_sorted[is_last]] = step_sorted[is_last] + 1
-    s_dense = np.ones((clients, d))
-    if scaled:
-        s_dense.reshape(-1)[np.repeat(plan.rank[nodes.node_of_row()], np.diff(x.indptr)) * d
-                            + x.indices] = nodes.scale
-    u = _affine_steps(u_flat.reshape(clients, d), plan.steps[:, None] - last.reshape(clients, d),
-                      h[:, None] * (s_dense * lam + mu), h[:, None] * np.broadcast_to(drift, (clients, d)))
-    return u[plan.rank]
+        u[f] = hold[e] * old + shift[e] - sample_grad[e] * dl[o]
+    # the remaining steps of every touched pair, then the untouched coordinates (s = 1)
+    pair_node = plan.by_len[plan.pair_rank]
+    s_pair = np.ones(len(plan.pairs))
+    s_pair[plan.pair] = s  # every visit of a pair carries the same s_k^j
+    u = _affine_steps(u, steps[pair_node] - plan.last, h[pair_node] * (s_pair * lam + mu),
+                      h[pair_node] * _at(drift, pair_node, plan.pair_col))
+    untouched = (h * _affine_steps(0.0, steps, h * (lam + mu), 1.0))[:, None] * drift
+    return plan.dense(u, untouched)
 
 
 # ---- hyperparameters ------------------------------------------------------------------------
@@ -292,7 +334,7 @@ class NaiveFSVRG(TwoExchange):
     def local_work(self, problem, nodes, payload, key):
         m = self.hp.local_steps
         steps = nodes.sizes if m is None else np.full(nodes.num_clients, m)
-        order = key.with_step(0, BATCH).integers(nodes.sizes, int(steps.max()))
+        order = uniform_draws(key.with_step(0, BATCH), nodes.sizes, steps)
         u = svrg_pass(nodes, order, steps, payload["w"], payload["g"],
                       np.full(nodes.num_clients, self.hp.client_lr), problem.lam)
         return self.average(u, nodes.sizes, self.hp.weighting)
@@ -410,26 +452,26 @@ class CoCoAPlus(SVRGFamily):
         global_rows = problem.train.rows_of(rows)
         b = b_all[global_rows]
         w, sigma = payload["w"], payload["sigma"]
-        x, y, d, clients = nodes.x, nodes.y, nodes.dim, nodes.num_clients
+        x, y = nodes.x, nodes.y
         scale = sigma / (problem.lam * payload["n"])  # sigma' / (lam n)
         sqnorm = np.asarray(x.multiply(x).sum(axis=1)).ravel()
-        v_flat = np.tile(w, clients)  # v_k = w + sigma' dw_k, rows in the schedule's rank order
+        v = None  # v_k = w + sigma' dw_k on the node's (rank, feature) pairs
         for p in range(self.hp.local_passes):
             order = permutations(key.with_step(p, PERMUTATION), nodes.sizes)
-            plan = Schedule(nodes, order, nodes.sizes)
-            flat = plan.own * d + x.indices[plan.pos]
+            plan = Schedule(nodes, order, nodes.sizes)  # full passes: the same pairs every pass
+            v = w[plan.pair_col] if v is None else v
             vals = x.data[plan.pos]
             for j in range(len(plan.sample_ptr) - 1):
                 e = slice(plan.entry_ptr[j], plan.entry_ptr[j + 1])
                 sample = plan.sample[plan.sample_ptr[j]:plan.sample_ptr[j + 1]]
-                f, o = flat[e], plan.own[e]
-                z = np.bincount(o, weights=vals[e] * v_flat[f], minlength=len(sample))
+                f, o = plan.pair[e], plan.own[e]
+                z = np.bincount(o, weights=vals[e] * v[f], minlength=len(sample))
                 new = sdca_logistic(b[sample], y[sample] * z, scale * sqnorm[sample])
                 step = y[sample] * (new - b[sample])  # d alpha_i
                 b[sample] = new
-                v_flat[f] += scale * step[o] * vals[e]
+                v[f] += scale * step[o] * vals[e]
         b_all[global_rows] = b
-        dw = (v_flat.reshape(clients, d)[plan.rank] - w) / sigma
+        dw = plan.dense((v - w[plan.pair_col]) / sigma, np.zeros(nodes.dim))
         return {"delta": dw / nodes.sizes[:, None]}
 
 
