@@ -95,6 +95,21 @@ def test_optimum_matches_scikit_learn(problem):
     assert abs(problem.lam - 1.0 / n) < 1e-18
 
 
+def test_optimum_is_cached_on_disk_by_data(data, tmp_path, monkeypatch):
+    monkeypatch.setenv("FCO_RAY_CACHE", str(tmp_path))
+    first = SparseTextLogReg.from_nodes(*data).optimum
+    assert first.iterations > 0 and len(list((tmp_path / "optima").glob("*.npy"))) == 1
+    again = SparseTextLogReg.from_nodes(*data).optimum  # a new problem object: read, not solved
+    assert again.iterations == 0 and again.value == first.value
+    other = SparseTextLogReg.from_nodes(*data, lam=0.01).optimum  # other data or lam: solved
+    assert other.iterations > 0 and len(list((tmp_path / "optima").glob("*.npy"))) == 2
+    next((tmp_path / "optima").glob("*.npy")).write_bytes(b"garbage")
+    for _ in range(2):
+        assert SparseTextLogReg.from_nodes(*data).optimum.grad_norm < 1e-8
+    monkeypatch.setenv("FCO_RAY_CACHE", "off")
+    assert SparseTextLogReg.from_nodes(*data).optimum.iterations > 0
+
+
 # ---- the generator and its twin -------------------------------------------------------------
 def test_generator_has_the_e7_properties(data):
     train, test = data

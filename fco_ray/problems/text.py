@@ -15,14 +15,17 @@ Data stay `scipy.sparse` CSR end to end (`SparseNodes`): node k owns rows
 O(nnz + n + d). Models are dense (d,) vectors (stacks of them, (C, d), for C nodes).
 
 Metrics: `train_loss` = f(w), `suboptimality` = f(w) - f(w*) with w* from L-BFGS on the
-pooled training data (computed once, cached on the problem: `problem.optimum`), and
+pooled training data (computed once, cached on the problem and on disk: `problem.optimum`), and
 `test_error` = fraction of held-out samples with sign(<x, w>) != y (the held-out set is
 `problem.val`, one block of pooled rows).
 """
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -182,9 +185,23 @@ def node_loss_grads(nodes: SparseNodes, w: np.ndarray, lam: float) -> tuple[np.n
     return values + 0.5 * lam * np.einsum("cd,cd->c", w_stack, w_stack), grads
 
 
+def optimum_cache_dir() -> Path | None:
+    """$FCO_RAY_CACHE/optima (default ~/.cache/fco_ray/optima); FCO_RAY_CACHE=off disables."""
+    root = os.environ.get("FCO_RAY_CACHE", str(Path.home() / ".cache" / "fco_ray"))
+    return None if root.strip().lower() in ("", "off", "0", "none") else Path(root) / "optima"
+
+
+def data_fingerprint(nodes: SparseNodes, lam: float) -> str:
+    """sha256 of the pooled training data (CSR arrays, labels) and lam."""
+    digest = hashlib.sha256()
+    for array in (nodes.x.indptr, nodes.x.indices, nodes.x.data, nodes.y, np.float64(lam)):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()[:40]
+
+
 @dataclass
 class Optimum:
-    """The centralized solution on the pooled training data."""
+    """The centralized solution on the pooled training data (iterations 0: read from the cache)."""
 
     w: np.ndarray
     value: float
@@ -258,16 +275,36 @@ class SparseTextLogReg(Problem):
     # ---- reference solution and metrics ---------------------------------------------------
     @cached_property
     def optimum(self) -> Optimum:
-        """w* = argmin f by L-BFGS on the pooled training data (strongly convex: unique)."""
-        def fun(w):
-            value, grad = self.full_loss_grad({"w": w})
-            return value, grad["w"]
+        """w* = argmin f by L-BFGS on the pooled training data (strongly convex: unique).
 
-        res = minimize(fun, np.zeros(self.train.dim), jac=True, method="L-BFGS-B",
-                       options={"maxiter": 20000, "maxcor": 30, "ftol": 1e-16, "gtol": 1e-11})
-        value, grad = self.full_loss_grad({"w": res.x})
-        return Optimum(res.x, value, float(np.linalg.norm(grad["w"])),
-                       self.test_error(res.x), int(res.nit))
+        Solved once per problem object, and cached on disk (see `optimum_cache_dir`) by a
+        fingerprint of the training data and lam, so the trials of a sweep share one solve.
+        """
+        path = optimum_cache_dir()
+        path = None if path is None else path / f"{data_fingerprint(self.train, self.lam)}.npy"
+        w, iterations = None, 0
+        if path is not None and path.is_file():
+            try:
+                w = np.load(path)
+            except (OSError, ValueError):
+                w = None  # unreadable: solve again
+            if w is not None and (w.shape != (self.train.dim,) or not np.all(np.isfinite(w))):
+                w = None
+        if w is None:
+            def fun(v):
+                value, grad = self.full_loss_grad({"w": v})
+                return value, grad["w"]
+
+            res = minimize(fun, np.zeros(self.train.dim), jac=True, method="L-BFGS-B",
+                           options={"maxiter": 20000, "maxcor": 30, "ftol": 1e-16, "gtol": 1e-11})
+            w, iterations = res.x, int(res.nit)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
+                np.save(tmp, w)
+                os.replace(tmp, path)  # atomic: concurrent trials never read half a file
+        value, grad = self.full_loss_grad({"w": w})
+        return Optimum(w, value, float(np.linalg.norm(grad["w"])), self.test_error(w), iterations)
 
     def test_error(self, w: np.ndarray) -> float:
         """Fraction of held-out samples misclassified by sign(<x, w>) (ties count as -1)."""
