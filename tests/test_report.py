@@ -195,11 +195,11 @@ def test_report_by_parent_run_id_default_dashboard_and_rerun(store, tmp_path):
     assert again == index
 
 
-def test_attack_images_of_the_best_runs(tmp_path):
+def test_attack_images_of_the_best_runs(store, tmp_path):
     attack = tmp_path / "attack.png"
     from fco_ray.problems.adversarial import render_attack
     render_attack(np.linspace(-0.05, 0.05, 64), attack)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store["uri"]
     make_sweep(uri, tmp_path / "mlartifacts", name="adv", images=[attack], client_lrs=[0.001, 0.01],
                server_lrs=[1.0])
     dash = tmp_path / "adv.yaml"
@@ -213,8 +213,19 @@ def test_attack_images_of_the_best_runs(tmp_path):
     assert "logged no artifact &#x27;missing.png&#x27;" in page
 
 
+def test_a_sweep_without_trials_yet_renders_an_empty_page(store, tmp_path):
+    client = store["client"]
+    exp = client.create_experiment("empty", artifact_location=(tmp_path / "art").as_uri())
+    client.create_run(exp, run_name="empty", tags={"fco.role": "sweep", "fco.sweep": "empty",
+                                                   "fco.metric": "f1", "fco.mode": "max"})
+    index = render_report("empty", tracking_uri=client.tracking_uri, out_dir=tmp_path / "out")
+    page = index.read_text()
+    assert "No algorithm has a finished configuration." in page and "<img" not in page
+    assert "heatmap of &#x27;f1&#x27; over algorithm.client_lr x algorithm.server_lr skipped" in page
+
+
 def test_unknown_sweep_and_dashboard_errors(store, tmp_path):
-    with pytest.raises(ConfigError, match=r"no sweep named 'nope'.*sweeps there: \['toy'\]"):
+    with pytest.raises(ConfigError, match=r"no sweep named 'nope'.*sweeps there: \[.*'toy'.*\]"):
         render_report("nope", tracking_uri=store["uri"], out_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"unknown dashboard 'nope'; available: \[.*'lasso'"):
         render_report("toy", tracking_uri=store["uri"], out_dir=tmp_path, dashboard="nope")
@@ -260,7 +271,7 @@ REAL_SWEEP = {
     "algorithms": ["feddualavg", "fedmid"],
     "algorithm": {"local_steps": 3, "batch_size": 4, "clients_per_round": 4},
     # client_lr 1e4 diverges: a hatched column in the heatmaps
-    "search": {"grid": {"algorithm.client_lr": [0.003, 0.03, 1.0e4], "algorithm.server_lr": [1.0]}},
+    "search": {"grid": {"algorithm.client_lr": [0.01, 1.0e4], "algorithm.server_lr": [1.0]}},
     "seeds": [0, 1], "rounds": 12, "eval_every": 4, "tune": {"metric": "f1", "mode": "max"},
     "report": "lasso"}
 
@@ -311,7 +322,7 @@ def test_real_sweep_report_matches_mlflow(real_sweep):
 
     for metric in ("f1", "density"):
         heat = json.loads((index.parent / f"heatmap_{metric}.json").read_text())
-        assert heat["x_values"] == [0.003, 0.03, 1.0e4] and heat["y_values"] == [1.0]
+        assert heat["x_values"] == [0.01, 1.0e4] and heat["y_values"] == [1.0]
         for alg, grid in heat["algorithms"].items():
             for j, clr in enumerate(heat["x_values"]):
                 trials = by_config[(alg, clr)]

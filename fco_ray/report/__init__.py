@@ -82,25 +82,87 @@ def _display(table: pd.DataFrame, table_metrics: list[str], ranked: str,
     return headers, [[cell(row, c) for c in columns] for _, row in table.iterrows()]
 
 
-def _images(data: SweepData, best: dict[str, pd.DataFrame], names: list[str], stage: Path,
-            notes: list[str]) -> list[tuple[Path, str, str]]:
-    """Copy each algorithm's first best run's image artifact `name` into `stage/images/`."""
-    found = []
+class _Stage:
+    """A report's files, written to a temporary folder first (then copied to the output folder
+    and uploaded to MLflow, so both get exactly the files of this rendering), and the
+    manifest listing them."""
+
+    def __init__(self, path: Path):
+        self.path, self.figures, self.notes = path, [], []
+        self.shown: dict[str, list[tuple[Path, str, str]]] = {"curve": [], "heatmap": [], "image": []}
+
+    def figure(self, kind: str, fig, payload: dict, caption: str) -> None:
+        stem = f"{kind}_{_slug(payload['metric'])}"
+        save(fig, self.path / f"{stem}.png")
+        (self.path / f"{stem}.json").write_text(json.dumps(payload, indent=1))
+        self.figures.append({"kind": kind, "metric": payload["metric"], "png": f"{stem}.png",
+                             "data": f"{stem}.json"})
+        self.shown[kind].append((self.path / f"{stem}.png", f"{kind} {payload['metric']}", caption))
+
+    def image(self, name: str, src: str, alt: str, caption: str) -> None:
+        dest = self.path / "images" / name
+        dest.parent.mkdir(exist_ok=True)
+        shutil.move(src, dest)
+        self.figures.append({"kind": "image", "png": f"images/{name}"})
+        self.shown["image"].append((dest, alt, caption))
+
+
+def _draw_curves(data: SweepData, curves: list[Curve], best: dict[str, pd.DataFrame],
+                 palette: dict[str, str], stage: _Stage, dashboard: str) -> None:
+    logged = data.trials.attrs.get("metrics", [])
+    seeds = ({r: int(s) for r, s in zip(data.trials["run_id"], data.trials["seed"]) if pd.notna(s)}
+             if "seed" in data.trials else {})
+    for curve in curves:
+        if curve.metric not in logged:
+            stage.notes.append(f"metric {curve.metric!r} (dashboard {dashboard}) was not logged by this sweep")
+            continue
+        series = {alg: {run: data.history(run, curve.metric) for run in g["run_id"]} for alg, g in best.items()}
+        series = {alg: {r: s for r, s in runs.items() if len(s)} for alg, runs in series.items()}
+        series = {alg: runs for alg, runs in series.items() if runs}
+        if series:
+            fig, payload = curve_figure(curve, series, seeds, palette)
+            stage.figure("curve", fig, payload,
+                         f"{curve.metric}: best configuration per algorithm, mean ± std over seeds")
+
+
+def _draw_heatmaps(data: SweepData, heatmaps: list[Heatmap], metric: str, mode: str,
+                   stage: _Stage) -> None:
+    trials, logged, params = data.trials, data.trials.attrs.get("metrics", []), data.params()
+    for spec in heatmaps:
+        m = spec.metric or metric
+        missing = [k for k in (spec.x, spec.y) if k not in trials]
+        if m not in logged or missing:
+            why = f"not logged: {m}" if m not in logged else f"no such params: {missing}"
+            stage.notes.append(f"heatmap of {m!r} over {spec.x} x {spec.y} skipped: {why}")
+            continue
+        if max(trials[spec.x].nunique(), trials[spec.y].nunique()) > MAX_GRID_VALUES:
+            stage.notes.append(f"heatmap of {m!r} skipped: more than {MAX_GRID_VALUES} distinct values "
+                               f"of {spec.x} or {spec.y} (a random search, not a grid)")
+            continue
+        others = [p for p in params if p not in (spec.x, spec.y)]
+        on_grid = trials.dropna(subset=[spec.x, spec.y])  # e.g. a baseline without server_lr
+        cells = {alg: grid_cells(rows, spec.x, spec.y, m, metric, mode, others)
+                 for alg, rows in on_grid.groupby("algorithm")}
+        fig, payload = heatmap_figure(spec, m, cells)
+        stage.figure("heatmap", fig, payload, f"final {m}, mean over seeds, over {spec.x} x {spec.y} "
+                                              "(hatched: not all seeds finished)")
+
+
+def _copy_images(data: SweepData, best: dict[str, pd.DataFrame], names: list[str], stage: _Stage) -> None:
+    """Each algorithm's image artifact `name` from the first of its best runs that has one."""
     for name in names:
         folder = str(Path(name).parent) if Path(name).parent != Path(".") else None
         for alg, g in sorted(best.items()):
             run = next((r for r in g["run_id"] if name in
                         {f.path for f in data.client.list_artifacts(r, folder)}), None)
             if run is None:
-                notes.append(f"{alg}: its best runs logged no artifact {name!r}")
+                stage.notes.append(f"{alg}: its best runs logged no artifact {name!r}")
                 continue
-            dest = stage / "images" / f"{_slug(alg)}_{_slug(Path(name).name)}"
-            dest.parent.mkdir(exist_ok=True)
-            with tempfile.TemporaryDirectory() as tmp:
-                shutil.move(data.client.download_artifacts(run, name, tmp), dest)
             seed = g.loc[g["run_id"] == run, "seed"].iloc[0] if "seed" in g else "?"
-            found.append((dest, f"{alg} {name}", f"{alg}: {name} of its best configuration (seed {seed})"))
-    return found
+            with tempfile.TemporaryDirectory() as tmp:
+                stage.image(f"{_slug(alg)}_{_slug(Path(name).name)}",
+                            data.client.download_artifacts(run, name, tmp), f"{alg} {name}",
+                            f"{alg}: {name} of its best configuration (seed {seed})")
 
 
 def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Path | None = None,
@@ -119,70 +181,23 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
     metric, mode = data.ranking(dash.metric, dash.mode)
     trials, logged = data.trials, data.trials.attrs.get("metrics", [])
     best = data.best_groups(metric, mode) if len(trials) else {}
-    params = data.params()
-    palette = colors(sorted(trials["algorithm"].unique()) if len(trials) else [])
-    notes: list[str] = []
-    manifest = {"sweep": data.name, "parent_run_id": data.run_id, "experiment": data.experiment,
-                "tracking_uri": data.client.tracking_uri, "dashboard": dash.name, "metric": metric,
-                "mode": mode, "figures": []}
-    curves_shown, heatmaps_shown = [], []
+    curves = _curves(dash, logged, metric)
+    listed = dash.table if dash.table is not None else [c.metric for c in curves]
+    table_metrics = [m for m in dict.fromkeys([metric, *listed]) if m in logged]  # ranked first
+    table = _best_table(best, data.params(), table_metrics)
     out = Path(out_dir) if out_dir is not None else Path.cwd() / "reports" / _slug(data.name)
 
     with tempfile.TemporaryDirectory() as tmp:
-        stage = Path(tmp)
-
-        def write(stem: str, fig, payload: dict, kind: str, caption: str, shown: list) -> None:
-            save(fig, stage / f"{stem}.png")
-            (stage / f"{stem}.json").write_text(json.dumps(payload, indent=1))
-            manifest["figures"].append({"kind": kind, "metric": payload["metric"],
-                                        "png": f"{stem}.png", "data": f"{stem}.json"})
-            shown.append((stage / f"{stem}.png", f"{kind} {payload['metric']}", caption))
-
-        curves = _curves(dash, logged, metric)
-        for curve in curves:
-            if curve.metric not in logged:
-                notes.append(f"metric {curve.metric!r} (dashboard {dash.name}) was not logged by this sweep")
-                continue
-            series = {alg: {run: data.history(run, curve.metric) for run in g["run_id"]} for alg, g in best.items()}
-            series = {alg: {r: s for r, s in runs.items() if len(s)} for alg, runs in series.items()}
-            series = {alg: runs for alg, runs in series.items() if runs}
-            if not series:
-                continue
-            seeds = {alg: dict(zip(g["run_id"], g["seed"].astype(int))) if "seed" in g else
-                     {r: -1 for r in g["run_id"]} for alg, g in best.items()}
-            fig, payload = curve_figure(curve, series, seeds, palette)
-            write(f"curve_{_slug(curve.metric)}", fig, payload, "curve",
-                  f"{curve.metric}: best configuration per algorithm, mean ± std over seeds", curves_shown)
-
-        for spec in dash.heatmaps:
-            m = spec.metric or metric
-            missing = [k for k in (spec.x, spec.y) if k not in trials]
-            if m not in logged or missing:
-                notes.append(f"heatmap of {m!r} over {spec.x} x {spec.y} skipped: "
-                             f"{'not logged: ' + m if m not in logged else 'no such params: ' + str(missing)}")
-                continue
-            if max(trials[spec.x].nunique(), trials[spec.y].nunique()) > MAX_GRID_VALUES:
-                notes.append(f"heatmap of {m!r} skipped: more than {MAX_GRID_VALUES} distinct values "
-                             f"of {spec.x} or {spec.y} (a random search, not a grid)")
-                continue
-            others = [p for p in params if p not in (spec.x, spec.y)]
-            cells = {alg: grid_cells(rows, spec.x, spec.y, m, metric, mode, others)
-                     for alg, rows in trials.groupby("algorithm")}
-            fig, payload = heatmap_figure(spec, m, cells)
-            write(f"heatmap_{_slug(m)}", fig, payload, "heatmap",
-                  f"final {m}, mean over seeds, over {spec.x} x {spec.y} (hatched: not all seeds "
-                  "finished)", heatmaps_shown)
-
-        logged_curves = [c.metric for c in curves if c.metric in logged]
-        listed = dash.table if dash.table is not None else logged_curves
-        table_metrics = [m for m in dict.fromkeys([metric, *listed]) if m in logged]  # ranked first
-        table = _best_table(best, params, table_metrics)
-        table.to_csv(stage / "best.csv", index=False)
-        manifest["table"] = "best.csv"
-        images = _images(data, best, dash.images, stage, notes)
-        manifest["figures"] += [{"kind": "image", "png": str(p.relative_to(stage))} for p, _, _ in images]
-        manifest["notes"] = notes
-        (stage / "report.json").write_text(json.dumps(manifest, indent=1))
+        stage = _Stage(Path(tmp))
+        palette = colors(list(trials["algorithm"].unique()) if len(trials) else [])
+        _draw_curves(data, curves, best, palette, stage, dash.name)
+        _draw_heatmaps(data, dash.heatmaps, metric, mode, stage)
+        _copy_images(data, best, dash.images, stage)
+        table.to_csv(stage.path / "best.csv", index=False)
+        (stage.path / "report.json").write_text(json.dumps({
+            "sweep": data.name, "parent_run_id": data.run_id, "experiment": data.experiment,
+            "tracking_uri": data.client.tracking_uri, "dashboard": dash.name, "metric": metric,
+            "mode": mode, "figures": stage.figures, "table": "best.csv", "notes": stage.notes}, indent=1))
 
         status = trials["status"].value_counts().to_dict() if len(trials) else {}
         summary = {"sweep": data.name, "experiment": data.experiment, "parent run": data.run_id,
@@ -190,15 +205,16 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
                    "trials": ", ".join(f"{n} {s}" for s, n in sorted(status.items())) or "none",
                    "dashboard": dash.name,
                    "rendered": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-        page = render_page(dash.title or f"Sweep {data.name}", summary, _display(table, table_metrics, metric, mode),
-                           [("Metric vs round", "curve", curves_shown),
-                            ("Final metric over the learning-rate grid", "heatmap", heatmaps_shown),
-                            ("Images", "image", images)], notes)
-        (stage / "index.html").write_text(page)
+        page = render_page(dash.title or f"Sweep {data.name}", summary,
+                           _display(table, table_metrics, metric, mode),
+                           [("Metric vs round", "curve", stage.shown["curve"]),
+                            ("Final metric over the learning-rate grid", "heatmap", stage.shown["heatmap"]),
+                            ("Images", "image", stage.shown["image"])], stage.notes)
+        (stage.path / "index.html").write_text(page)
 
         out.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(stage, out, dirs_exist_ok=True)
-        data.client.log_artifacts(data.run_id, str(stage), ARTIFACT_DIR)
+        shutil.copytree(stage.path, out, dirs_exist_ok=True)
+        data.client.log_artifacts(data.run_id, str(stage.path), ARTIFACT_DIR)
     return out / "index.html"
 
 

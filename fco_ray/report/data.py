@@ -19,6 +19,7 @@ import pandas as pd
 import yaml
 from mlflow import MlflowClient
 from mlflow.entities import Run
+from mlflow.exceptions import MlflowException
 
 from ..config import ConfigError
 from ..tracking import (ALGORITHM, PARENT, ROLE, SWEEP, Store, best_per_algorithm, filter_tags,
@@ -119,7 +120,7 @@ def find_parent(client: MlflowClient, key: str) -> Run:
     if RUN_ID.match(key):
         try:
             return client.get_run(key)
-        except Exception:  # noqa: BLE001 - not a run id after all: try it as a sweep name
+        except MlflowException:  # no such run: try it as a sweep name
             pass
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(experiments, filter_tags(**{ROLE: "sweep", SWEEP: key}),

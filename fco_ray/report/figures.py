@@ -62,10 +62,10 @@ def _log_scale(curve: Curve, values: np.ndarray) -> bool:
     return bool(finite.size and finite.min() > 0 and finite.max() / finite.min() > 100)
 
 
-def curve_figure(curve: Curve, best: dict[str, dict[str, pd.Series]], seeds: dict[str, dict[str, int]],
+def curve_figure(curve: Curve, best: dict[str, dict[str, pd.Series]], seeds: dict[str, int],
                  palette: dict[str, str]) -> tuple[Figure, dict]:
     """`curve.metric` vs round: per algorithm the mean over its best configuration's seeds with a
-    +-1 std band. `best[alg][run_id]` is a run's series, `seeds[alg][run_id]` its seed."""
+    +-1 std band. `best[alg][run_id]` is a run's series, `seeds[run_id]` its seed."""
     fig = _figure(6.4, 3.8)
     ax = _inches(fig, 0.85, 0.55, 5.4, 3.1)
     data = {"metric": curve.metric, "algorithms": {}}
@@ -80,7 +80,7 @@ def curve_figure(curve: Curve, best: dict[str, dict[str, pd.Series]], seeds: dic
         data["algorithms"][alg] = {
             "rounds": [int(r) for r in rounds], "mean": _nums(mean), "std": _nums(std),
             "n": [int(v) for v in stats["n"]],
-            "runs": {run: {"seed": seeds[alg][run], "rounds": [int(r) for r in s.index],
+            "runs": {run: {"seed": seeds.get(run), "rounds": [int(r) for r in s.index],
                            "values": _nums(s.to_numpy())} for run, s in series.items()}}
     log_y = _log_scale(curve, np.concatenate(drawn)) if drawn else False
     if log_y:
