@@ -16,6 +16,7 @@ import itertools
 import math
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -387,7 +388,8 @@ SWEEP_COPY = "fco_sweep.yaml"  # the resolved sweep kept with Tune's state, chec
 
 
 def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = False,
-              storage: str | Path | None = None, echo: Callable[[str], None] = print) -> SweepOutcome:
+              storage: str | Path | None = None,
+              echo: Callable[[str], None] = partial(print, flush=True)) -> SweepOutcome:
     """Run (or resume) a sweep file on the current Ray cluster; what `fco-ray sweep` does.
 
     Connects to `RAY_ADDRESS` if set, else starts a local Ray cluster (unless Ray is

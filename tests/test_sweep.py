@@ -22,7 +22,7 @@ def write_sweep(directory, **changes):
              "algorithm": {"clients_per_round": 4, "local_steps": 5},
              "search": {"grid": {"algorithm.client_lr": [0.001, 1.0]}},  # 1.0 diverges
              "seeds": [0], "rounds": 20, "eval_every": 5, "tune": {"metric": "f1", "mode": "max"},
-             "tracking": {"uri": f"sqlite:///{directory / 'mlflow.db'}"}, **changes}
+             "tracking": {"uri": f"sqlite:///{directory / 'mlflow.db'}"}, "report": False, **changes}
     path = directory / f"{sweep['name']}.yaml"
     path.write_text(yaml.safe_dump(sweep))
     return path

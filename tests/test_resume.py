@@ -1,0 +1,76 @@
+"""A sweep killed mid-run and resumed: every trial once in MLflow, finished trials not rerun."""
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import yaml
+
+from fco_ray.tracking import Store, children, find_parent
+
+pytestmark = pytest.mark.ray
+
+STEPS = list(range(0, 2001, 50))
+
+
+def test_killed_sweep_resumes_each_trial_exactly_once(tmp_path):
+    sweep = {"name": "rs", "algorithms": ["fedmid", "feddualavg"],
+             "problem": {"name": "lasso", "clients": 16, "dim": 64, "support": 8,
+                         "val_clients": 4, "samples_per_client": 32},
+             "algorithm": {"clients_per_round": 4, "local_steps": 5},
+             "search": {"grid": {"algorithm.client_lr": [0.001, 0.0003]}},
+             "rounds": 2000, "eval_every": 50, "report": False,
+             "tune": {"metric": "f1", "mode": "max", "max_concurrent": 1},
+             "tracking": {"uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}}
+    (tmp_path / "rs.yaml").write_text(yaml.safe_dump(sweep))
+    cmd = [sys.executable, "-m", "fco_ray", "sweep", "rs.yaml", "--storage", str(tmp_path / "state")]
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    env["PYTHONUNBUFFERED"] = "1"
+    driver = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in driver.stdout], daemon=True).start()
+    store = Store(sweep["tracking"]["uri"])
+    try:
+        deadline = time.monotonic() + 240
+        while not lines.get(timeout=max(1, deadline - time.monotonic())).startswith("[1/4]"):
+            pass
+        # wait until the next trial has logged some rounds, then kill driver and its cluster
+        experiment = store.experiment_id("rs", create=False)
+        while time.monotonic() < deadline:
+            runs = children(store, find_parent(store, experiment, "rs"))
+            running = [r for r in runs if r.info.status == "RUNNING"]
+            if running and store.last_step(running[0].info.run_id, "f1") >= 0:
+                break
+            time.sleep(0.5)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    before = {r.data.tags["fco.trial_id"]: r for r in runs}
+    done_before = {t: r for t, r in before.items() if r.info.status == "FINISHED"}
+    assert done_before and running  # some trials finished, at least one was interrupted
+    history_before = {t: store.client.get_metric_history(r.info.run_id, "f1") for t, r in done_before.items()}
+
+    resumed = subprocess.run(cmd + ["--resume"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+
+    parent = find_parent(store, store.experiment_id("rs"), "rs")
+    assert parent.info.status == "FINISHED" and "fco.best.fedmid" in parent.data.tags
+    after = {r.data.tags["fco.trial_id"]: r for r in children(store, parent)}
+    assert len(after) == 4 and len(store.search(store.experiment_id("rs"), "")) == 5  # no duplicates
+    for trial_id, run in after.items():
+        assert run.info.status == "FINISHED" and run.data.tags["fco.status"] == "finished"
+        assert [m.step for m in store.client.get_metric_history(run.info.run_id, "f1")] == STEPS
+        if trial_id in before:  # the interrupted trial continued its own run
+            assert run.info.run_id == before[trial_id].info.run_id
+    for trial_id, run in done_before.items():  # untouched: not rerun, not logged again
+        assert after[trial_id].info.end_time == run.info.end_time
+        assert store.client.get_metric_history(run.info.run_id, "f1") == history_before[trial_id]
+        results = (tmp_path / "state" / "rs" / trial_id / "result.json").read_text().splitlines()
+        assert len(results) <= len(STEPS) + 1 and json.loads(results[-1])["round"] == 2000
