@@ -55,15 +55,15 @@ def _curves(dash: Dashboard, metrics: list[str], ranked: str) -> list[Curve]:
 
 
 def _best_table(best: dict[str, pd.DataFrame], params: list[str], table_metrics: list[str]) -> pd.DataFrame:
-    """One row per algorithm: seeds, swept hyperparameters, mean and std over seeds of each
-    table metric's final value, run ids."""
+    """One row per algorithm: seeds, swept hyperparameters, mean and sample std (NaN with one
+    seed) over seeds of each table metric's final value, run ids."""
     rows = []
     for alg, g in sorted(best.items()):
         row = {"algorithm": alg, "seeds": len(g)}
         row.update({p: g[p].iloc[0] for p in params if p != "algorithm.name"})
         for m in table_metrics:
             row[m] = g[m].mean()
-            row[f"{m}_std"] = g[m].std(ddof=1) if len(g) > 1 else 0.0
+            row[f"{m}_std"] = g[m].std(ddof=1)  # NaN with one seed
         row["run_ids"] = " ".join(g["run_id"])
         rows.append(row)
     return pd.DataFrame(rows)
@@ -77,7 +77,9 @@ def _display(table: pd.DataFrame, table_metrics: list[str], ranked: str,
                if c != "run_ids" and not (c.endswith("_std") and c[:-4] in table_metrics)]
 
     def cell(row, c):
-        return f"{_fmt(row[c])} ± {_fmt(row[c + '_std'])}" if c in table_metrics else _fmt(row[c])
+        if c in table_metrics and pd.notna(row[f"{c}_std"]):
+            return f"{_fmt(row[c])} ± {_fmt(row[c + '_std'])}"
+        return _fmt(row[c])
     headers = [f"{c} (ranked, {mode})" if c == ranked else c for c in columns]
     return headers, [[cell(row, c) for c in columns] for _, row in table.iterrows()]
 

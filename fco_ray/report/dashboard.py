@@ -80,9 +80,11 @@ class Dashboard(_Strict):
     @field_validator("curves", mode="before")
     @classmethod
     def _all(cls, value):
-        if isinstance(value, str) and value != "all" or not isinstance(value, (str, list, type(None))):
-            raise ValueError(f"must be all or a list of {{metric: ...}} mappings, got {value!r}")
-        return None if value == "all" else value
+        if value is None or isinstance(value, list):
+            return value
+        if value == "all":
+            return None
+        raise ValueError(f"must be all or a list of {{metric: ...}} mappings, got {value!r}")
 
     @model_validator(mode="after")
     def _metric_and_mode_together(self):
@@ -96,9 +98,11 @@ SECTIONS = {"curves": Curve, "heatmaps": Heatmap}  # where a nested key's allowe
 
 def dashboard_dirs() -> list[Path]:
     """Where named dashboards are looked up: `./dashboards`, then the repository's."""
-    dirs = [Path.cwd() / "dashboards", PACKAGE_DASHBOARDS]
-    return [d for i, d in enumerate(dirs) if d.is_dir() and d.resolve() not in
-            [e.resolve() for e in dirs[:i]]]
+    dirs: list[Path] = []
+    for d in (Path.cwd() / "dashboards", PACKAGE_DASHBOARDS):
+        if d.is_dir() and d.resolve() not in dirs:
+            dirs.append(d.resolve())
+    return dirs
 
 
 def available() -> dict[str, Path]:

@@ -17,6 +17,7 @@ th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f3f3f3; } td.name { text-align: left; font-weight: bold; }
 .figures { display: flex; flex-wrap: wrap; gap: 12px; }
 figure { margin: 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figure.curve { flex: 0 1 calc(50% - 6px); } figure.curve img { width: 100%; }
 figcaption { font-size: 0.85em; color: #555; }
 """
 
