@@ -173,8 +173,7 @@ def test_best_table_html_and_parent_artifacts(store, report):
         assert float(row["f1_std"]) == pytest.approx(np.std(finals, ddof=1))
 
     page = index.read_text()
-    figures = [f for f in manifest["figures"]]
-    assert page.count('src="data:image/png;base64,') == len(figures) == 5
+    assert page.count('src="data:image/png;base64,') == len(manifest["figures"]) == 5
     assert "://" not in page  # self-contained
     assert 'id="best-configs"' in page and "<th>f1 (ranked, max)</th>" in page
     assert '<td class="name">feddualavg</td><td>2</td><td>0.01</td><td>1</td>' in page
@@ -193,6 +192,20 @@ def test_report_by_parent_run_id_default_dashboard_and_rerun(store, tmp_path):
     assert curves == ["f1", "density", "train_loss"]  # every logged metric, tuning metric first
     again = render_report(store["pid"], tracking_uri=store["uri"], out_dir=tmp_path, dashboard="default")
     assert again == index
+
+
+def test_the_sweeps_recorded_best_wins_over_recomputing(store, tmp_path):
+    _, pid, runs = make_sweep(store["uri"], tmp_path / "mlartifacts", name="tagged", tag_best=False,
+                              client_lrs=[0.001, 0.01], server_lrs=[1.0])
+    chosen = [runs[("feddualavg", 0.001, 1.0, s)] for s in SEEDS]  # not the best final f1
+    store["client"].set_tag(pid, "fco.best.feddualavg.run_ids", json.dumps(chosen))
+    index = render_report("tagged", tracking_uri=store["uri"], out_dir=tmp_path / "out")
+    with open(index.parent / "best.csv") as f:
+        table = {row["algorithm"]: row for row in csv.DictReader(f)}
+    assert table["feddualavg"]["run_ids"].split() == chosen
+    assert float(table["fedmid"]["algorithm.client_lr"]) == 0.001  # no tag: recomputed
+    f1 = json.loads((index.parent / "curve_f1.json").read_text())
+    assert list(f1["algorithms"]["feddualavg"]["runs"]) == chosen
 
 
 def test_attack_images_of_the_best_runs(store, tmp_path):
@@ -338,6 +351,7 @@ def test_real_sweep_report_matches_mlflow(real_sweep):
     assert {"report/index.html", "report/curve_f1.png", "report/heatmap_f1.png"} <= stored
 
 
+@pytest.mark.ray
 def test_cli_report_and_its_errors(real_sweep, tmp_path, capsys):
     from fco_ray.cli import main
 
