@@ -8,7 +8,6 @@ scikit-learn's `Lasso` with `alpha = lam`), psi = lam * ||W||_1 or lam * ||W||_*
 from __future__ import annotations
 
 import numpy as np
-from scipy.signal import lfilter
 
 from .. import regularizers as R
 from ..tree import Params
@@ -82,6 +81,8 @@ def _client_sizes(clients: int, samples_per_client) -> np.ndarray:
 
 def _ar1_gaussian(rng, shape, rho: float) -> np.ndarray:
     """Gaussian rows with covariance Sigma_ij = rho^|i-j| along the last axis (AR(1) filter)."""
+    from scipy.signal import lfilter  # imported here: scipy.signal is slow to import
+
     e = rng.standard_normal(shape)
     e[..., 1:] *= np.sqrt(1 - rho**2)
     return lfilter([1.0], [1.0, -rho], e, axis=-1)
