@@ -1,0 +1,134 @@
+"""E7 memory: the sparse text problem's memory grows with the number of nonzeros, not n x d.
+
+    .venv/bin/python benchmarks/e7_memory.py [--clients 1000 3000 10000] [--round-at 10000]
+                                            [--chunk-size 1024] [--out benchmarks/results/e7_memory.md]
+
+For each number of nodes (default paper generator: node sizes 75..9,000, d = 20,000 words,
+~20 words per post), a fresh subprocess builds `sparse_text_logreg` under `tracemalloc`
+(NumPy and SciPy report their buffers to it) and reports: samples n, nonzeros nnz, the
+bytes the problem holds (CSR arrays, labels, FSVRG's per-nonzero scalings, test block),
+bytes per nonzero, and the peak traced memory while generating it. A dense n x d float64
+matrix is shown for scale. At `--round-at` nodes it also runs one FSVRG round (both
+exchanges: node gradients, then the local passes) through the local backend and reports its
+time and traced peak: that peak is bounded by the chunk (chunk_size x d dense local models
+and messages, plus the chunk's visits), not by the total number of nodes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MiB = 2**20
+
+
+def held_bytes(problem) -> int:
+    total = sum(a.nbytes for a in problem.train.arrays.values()) + problem.train.sizes.nbytes
+    if problem.val is not None:
+        total += sum(a.nbytes for a in problem.val.arrays.values())
+    return total + problem.aggregation.nbytes
+
+
+def child(clients: int, run_round: bool, chunk_size: int) -> dict:
+    from fco_ray.algorithms import ALGORITHMS
+    from fco_ray.backends import LocalBackend
+    from fco_ray.config import parse_problem
+    from fco_ray.problems import build_problem
+    from fco_ray.random import Key
+
+    tracemalloc.start()
+    start = time.perf_counter()
+    problem = build_problem(parse_problem({"name": "sparse_text_logreg", "clients": clients}), 0)
+    build_s = time.perf_counter() - start
+    build_peak = tracemalloc.get_traced_memory()[1]
+    x = problem.train.x
+    out = {"clients": clients, "n": x.shape[0], "d": x.shape[1], "nnz": int(x.nnz),
+           "test_nnz": int(problem.val.x.nnz), "max_node": int(problem.train.sizes.max()),
+           "held": held_bytes(problem), "build_peak": build_peak, "build_s": build_s}
+    if run_round:
+        name = "fsvrg"
+        algorithm = ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, client_lr=300.0))
+        backend = LocalBackend(problem, chunk_size)
+        state = algorithm.server_init(problem, {"w": np.zeros(problem.train.dim)})
+        ids = np.arange(problem.num_clients)
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        start = time.perf_counter()
+        for _ in range(algorithm.exchanges_per_round):
+            total, weight = backend.map_clients(algorithm, algorithm.broadcast(state), ids, Key(0, 0, ids))
+            state = algorithm.server_update(problem, state, {k: v / weight for k, v in total.items()}, 0)
+        out.update(round_s=time.perf_counter() - start,
+                   round_peak=tracemalloc.get_traced_memory()[1] - before, chunk_size=chunk_size,
+                   finite=bool(np.all(np.isfinite(state["w"]))))
+    tracemalloc.stop()
+    return out
+
+
+def report(rows: list[dict], command: str) -> str:
+    lines = [
+        "# E7 memory: sparse text problem vs number of nonzeros", "",
+        f"Command: `{command}`  ",
+        f"Machine: {platform.machine()}, Python {platform.python_version()}, NumPy {np.__version__}; "
+        "shared with other jobs (timings are indicative).", "",
+        "| nodes | samples n | nnz | held MiB | held bytes / nnz | build peak MiB | peak / nnz | "
+        "dense n x d MiB | build s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        nnz = r["nnz"] + r["test_nnz"]
+        lines.append(
+            f"| {r['clients']:,} | {r['n']:,} | {nnz:,} | {r['held'] / MiB:,.0f} | "
+            f"{r['held'] / nnz:.1f} | {r['build_peak'] / MiB:,.0f} | {r['build_peak'] / nnz:.1f} | "
+            f"{r['n'] * r['d'] * 8 / MiB:,.0f} | {r['build_s']:.1f} |")
+    lines += ["", "nnz counts training + test nonzeros; held = CSR arrays (8 B value + 4 B column "
+              "index per nonzero), labels, row pointers, node sizes, FSVRG's per-nonzero s_k^j "
+              "(8 B) and per-feature a^j.", ""]
+    for r in rows:
+        if "round_s" in r:
+            lines += [f"One FSVRG round at {r['clients']:,} nodes (largest node {r['max_node']:,} "
+                      f"samples; local backend, chunk_size {r['chunk_size']}): "
+                      f"{r['round_s']:.1f} s, traced peak {r['round_peak'] / MiB:,.0f} MiB above the "
+                      f"data ({r['round_peak'] / (r['chunk_size'] * r['d'] * 8):.1f} x one "
+                      f"chunk_size x d float64 block); iterate finite: {r['finite']}.", ""]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", type=int, nargs="+", default=[1000, 3000, 10000])
+    ap.add_argument("--round-at", type=int, default=10000, help="nodes at which to time one FSVRG round (0: none)")
+    ap.add_argument("--chunk-size", type=int, default=1024)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e7_memory.md"))
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--round", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.round, args.chunk_size)))
+        return 0
+    rows = []
+    for clients in args.clients:
+        cmd = [sys.executable, __file__, "--child", str(clients), "--chunk-size", str(args.chunk_size)]
+        if clients == args.round_at:
+            cmd.append("--round")
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(rows[-1], flush=True)
+    command = "python benchmarks/e7_memory.py " + " ".join(sys.argv[1:])
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(report(rows, command.strip()))
+    print(Path(args.out).read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
