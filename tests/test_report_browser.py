@@ -91,7 +91,9 @@ def served(tmp_path_factory):
     mlflow = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
          "--port", str(port), "--workers", "1"],
-        stdout=open(root / "mlflow.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+        stdout=open(root / "mlflow.log", "w"), stderr=subprocess.STDOUT, start_new_session=True,
+        # no job runner: it forks more processes that import mlflow (GenAI jobs are not used here)
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
     report = root / "report"
     index = render_report("toy", tracking_uri=uri, out_dir=report)
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(report))
