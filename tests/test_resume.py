@@ -13,7 +13,7 @@ import yaml
 
 from fco_ray.tracking import Store, children, find_parent
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 STEPS = list(range(0, 2001, 50))
 
