@@ -258,7 +258,7 @@ def ref_primal(p, z0, rounds, lr, slr, steps, seed, kind):
     psi = p.psi
 
     def step(w, g, at):
-        if kind == "fedmip":
+        if kind.startswith("fedmip"):
             return prox(p, {b: w[b] - lr * g[b] for b in w}, lr)
         sub = psi.subgradient(at)
         return psi.project({b: w[b] - lr * (g[b] + sub[b]) for b in w})
@@ -276,7 +276,7 @@ def ref_primal(p, z0, rounds, lr, slr, steps, seed, kind):
                 halves.append(zh)
             ends.append(w)
         z = {b: z[b] + slr * np.mean([e[b] - z[b] for e in ends], axis=0) for b in z}
-        z = prox(p, z, slr * lr * steps) if kind == "fedmip" else psi.project(z)
+        z = prox(p, z, slr * lr * steps) if kind == "fedmip" else psi.project(z)  # fedmip_noprox too
     return z, {b: np.mean([h[b] for h in halves], axis=0) for b in z}
 
 
@@ -304,18 +304,19 @@ def ref_composite(p, z0, rounds, lr, slr, steps, seed, kind):
     return prox(p, z, etat) if kind == "feddualavg" else z
 
 
-@pytest.mark.parametrize("name", ["feddualex", "fedmip", "extragrad_local_sgd", "pgda",
-                                  "feddualavg", "fedmid"])
+@pytest.mark.parametrize("name", ["feddualex", "fedmip", "fedmip_noprox", "extragrad_local_sgd",
+                                  "pgda", "feddualavg", "fedmid"])
 @pytest.mark.parametrize("kind", ["bilinear_l1", "bilinear_nuclear"])
 def test_update_rules_match_reference_loops(name, kind):
     shape = {"n": 4, "m": 6} if kind == "bilinear_l1" else {"n": 4, "m": 5, "p": 3, "rank": 2}
     p = problem(kind, clients=3, **shape)
     seed, rounds, lr, slr, steps = 3, 3, 0.2, 0.7, 2
     cfg = {"problem": {"name": kind, "clients": 3, "data_seed": 0, **shape},
-           "algorithm": {"name": name, "client_lr": lr, "server_lr": slr, "local_steps": steps,
-                         "clients_per_round": None, "batch_size": None},
+           "algorithm": {"name": name.removesuffix("_noprox"), "client_lr": lr, "server_lr": slr,
+                         "local_steps": steps, "clients_per_round": None, "batch_size": None,
+                         **({"server_prox": False} if name == "fedmip_noprox" else {})},
            "rounds": rounds, "eval_every": rounds, "seed": seed}
-    algo = ALGORITHMS[name](parse_run(cfg).algorithm)
+    algo = ALGORITHMS[cfg["algorithm"]["name"]](parse_run(cfg).algorithm)
     result = run_rounds(p, algo, LocalBackend(p, chunk_size=2), rounds=rounds, eval_every=rounds,
                         seed=seed)
     got = algo.output(p, result.state)
@@ -325,8 +326,8 @@ def test_update_rules_match_reference_loops(name, kind):
     elif name in ("feddualavg", "fedmid"):
         want, ergodic = ref_composite(p, z0, rounds, lr, slr, steps, seed, name), None
     else:
-        want, ergodic = ref_primal(p, z0, rounds, lr, slr, steps, seed,
-                                   {"fedmip": "fedmip", "pgda": "pgda"}.get(name, "extra"))
+        rule = name if name in ("fedmip", "fedmip_noprox", "pgda") else "extra"
+        want, ergodic = ref_primal(p, z0, rounds, lr, slr, steps, seed, rule)
     for b in want:
         np.testing.assert_allclose(got[b], want[b], atol=1e-12)
     if ergodic is not None:

@@ -165,11 +165,30 @@ class PrimalSaddle(_Ergodic, Algorithm):
         return state["z"]
 
 
+class FedMiPHyper(SaddleHyper):
+    server_prox: bool = Field(
+        True, description="server step prox_{eta_s eta_c K psi} (Appendix H); false: only the "
+        "projection onto the constraints (no second shrinkage of the clients' proximal iterates)")
+
+
 class FedMiP(PrimalSaddle):
     """Federated mirror prox (Appendix H): z_half = prox_{eta_c psi}(z - eta_c g(z)),
-    z <- prox_{eta_c psi}(z - eta_c g(z_half)); server prox_{eta_s eta_c K psi}(z + eta_s Delta)."""
+    z <- prox_{eta_c psi}(z - eta_c g(z_half)); server prox_{eta_s eta_c K psi}(z + eta_s Delta).
+
+    The server prox shrinks iterates the clients have already shrunk K times: for K = 1,
+    eta_s = 1 and an interior coordinate, z = z - eta_c (g + lam) - eta_c lam, so the fixed
+    points solve the problem with about twice the penalty. `server_prox: false` replaces it by
+    the projection onto the constraint set (the clients' proximal steps alone carry psi).
+    """
 
     name, extra, prox = "fedmip", True, True
+    Hyper = FedMiPHyper
+
+    def server_update(self, problem, state, mean, rnd):
+        if self.hp.server_prox:
+            return super().server_update(problem, state, mean, rnd)
+        z = problem.psi.project({k: state["z"][k] + self.hp.server_lr * mean[k] for k in state["z"]})
+        return {**state, "z": z, **self.ergodic_update(state, mean)}
 
 
 class ExtragradLocalSGD(PrimalSaddle):
