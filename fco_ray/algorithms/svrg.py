@@ -16,16 +16,18 @@ the gradient exchange yields sum_k (n_k/n) grad F_k = grad f. Uniform averages (
 DANE with `weighting: uniform`) send (delta_k / n_k, 1 / n_k) and divide the two means.
 
 Local passes (the hot path) are vectorized ACROSS NODES: step j processes the j-th sample of
-every node's order at once (one CSR gather of those rows; nodes that have finished drop out,
-nodes being sorted longest-first so the active ones are a prefix). Permutations are keyed
-by (seed, round, node) (`Key`, stream PERMUTATION), so results do not depend on sharding.
+every node's order at once (nodes that have finished drop out; nodes are sorted longest-first
+so the active ones are a prefix). The whole pass is listed up front (`Schedule`), so a step
+is a dozen NumPy calls on slices. Permutations and draws are keyed by (seed, round, node,
+position) (`Key`, streams PERMUTATION / BATCH): results do not depend on sharding.
 
 Lazy updates. Between two visits of coordinate j, node k's update of u = w_k - anchor is
 affine with constant coefficients:  u <- (1 - c) u - h_k G_j,  c = h_k (s_k^j lam + mu),
 so a step only touches the coordinates of its sample; the skipped steps are applied in
 closed form, u_m = (1 - c)^m u - h_k G_j (1 - (1 - c)^m) / c, when the coordinate is next
-read, and once for all coordinates at the end of the pass. Work per pass is O(nnz); memory
-per chunk of C nodes is O(C d) for the dense local models plus O(C max n_k) for the orders.
+visited, and once for all coordinates at the end of the pass. Local models live only on the
+(node, feature) pairs a node touches. Work per pass is O(nnz + n) plus O(C d) to write the
+dense (C, d) messages of a chunk of C nodes; memory likewise.
 """
 from __future__ import annotations
 
@@ -165,7 +167,8 @@ def svrg_pass(nodes: SparseNodes, order: np.ndarray, steps: np.ndarray, anchor: 
     """
     x, y, d = nodes.x, nodes.y, nodes.dim
     if scaled and np.any(steps != nodes.sizes):
-        raise ValueError("scaled (FSVRG) passes visit every sample of every node once: steps must equal the node sizes")
+        raise ValueError("scaled (FSVRG) passes visit every sample of every node once: "
+                         "steps must equal the node sizes")
     plan = Schedule(nodes, order, steps, block)
     own, cols = plan.own, x.indices[plan.pos].astype(np.int64)
     node = plan.by_len[own]  # original node index of every visit
