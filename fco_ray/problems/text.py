@@ -67,8 +67,8 @@ class SparseNodes:
 
     `scale` (optional) holds FSVRG's per-coordinate scaling s_k^j at every stored nonzero
     (aligned with `x.data`), computed once from the whole training set, so that shards keep
-    the global statistics. `memory` is node-resident algorithm state (e.g. CoCoA+ duals),
-    never copied by `take`.
+    the global statistics. `memory` is node-resident algorithm state (e.g. CoCoA+ duals,
+    indexed by row); a proper subset from `take` starts with an empty one.
     """
 
     x: sp.csr_matrix
@@ -123,14 +123,18 @@ class SparseNodes:
         return ranges(self.offsets[nodes], self.sizes[nodes])
 
     def take(self, nodes) -> "SparseNodes":
-        """The given nodes (in that order) as a new SparseNodes; O(their nnz)."""
+        """The given nodes (in that order) as SparseNodes; O(their nnz). All nodes in order:
+        `self` (nothing mutates node data, so no copy is needed)."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if len(nodes) == self.num_clients and np.array_equal(nodes, np.arange(self.num_clients)):
+            return self
         rows = self.rows_of(nodes)
         lengths = np.diff(self.x.indptr)[rows]
         pos = ranges(self.x.indptr[rows], lengths)
         indptr = np.concatenate([[0], np.cumsum(lengths)])
         x = sp.csr_matrix((self.x.data[pos], self.x.indices[pos], indptr), shape=(len(rows), self.dim))
         x.has_canonical_format = True  # rows are copied whole, so still sorted and unique
-        return SparseNodes(x, self.y[rows], self.sizes[np.asarray(nodes)],
+        return SparseNodes(x, self.y[rows], self.sizes[nodes],
                            None if self.scale is None else self.scale[pos])
 
 
