@@ -141,6 +141,11 @@ class SweepFile(_Strict):
                              "(sweep a hyperparameter with search.grid instead)")
         if any(s < 0 for s in self.seeds):
             raise ValueError(f"seeds must be >= 0, got {self.seeds}")
+        searched = {*self.search.grid, *self.search.random}
+        for entry in [self.algorithm, *(a for a in self.algorithms if isinstance(a, dict))]:
+            fixed = sorted(f"algorithm.{k}" for k in entry if f"algorithm.{k}" in searched)
+            if fixed:
+                raise ValueError(f"{fixed} both fixed (in {entry}) and searched: keep one")
         return self
 
 
@@ -222,13 +227,16 @@ class Sweep:
         return report
 
 
-def read_sweep_file(path: str | Path, overrides: list[str] = ()) -> SweepFile:
-    """Read a sweep file, apply `key.path=value` overrides, validate its own keys."""
-    raw = load_yaml(path)
+def _validate_sweep(raw: dict, path: str | Path) -> SweepFile:
     try:
-        return validate_model(SweepFile, apply_overrides(raw, list(overrides)), "")
+        return validate_model(SweepFile, raw, "")
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
+
+
+def read_sweep_file(path: str | Path, overrides: list[str] = ()) -> SweepFile:
+    """Read a sweep file, apply `key.path=value` overrides, validate its own keys."""
+    return _validate_sweep(apply_overrides(load_yaml(path), list(overrides)), path)
 
 
 def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
@@ -238,9 +246,9 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
     before any Ray or Tune work.
     """
     path = Path(path)
-    spec = read_sweep_file(path, overrides)
-    source = path.read_text() if not overrides else yaml.safe_dump(
-        apply_overrides(load_yaml(path), list(overrides)), sort_keys=False)
+    raw = apply_overrides(load_yaml(path), list(overrides))
+    spec = _validate_sweep(raw, path)
+    source = yaml.safe_dump(raw, sort_keys=False) if overrides else path.read_text()
     sweep = Sweep(spec, source)
     first = {}
     for point in sweep.points():

@@ -134,6 +134,7 @@ def test_random_search_and_asha_settings(tmp_path):
     ({"grid": {"algorithm.client_lr": [0.1, -1]}}, "algorithm.client_lr=-1"),
     ({"grid": {"algorithm.local_step": [1]}}, "unknown key 'algorithm.local_step'"),
     ({"grid": {"seed": [1, 2]}}, "list them in seeds"),
+    ({"grid": {"algorithm.local_steps": [1, 10]}}, "'algorithm.local_steps'] both fixed"),
 ])
 def test_invalid_search_spaces_are_rejected_before_tune(tmp_path, search, message):
     with pytest.raises(ConfigError, match=message) as err:
