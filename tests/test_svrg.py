@@ -366,3 +366,18 @@ def test_e7_fsvrg_beats_gd_and_reshuffling_changes_little():
     sub_p = np.array([r["suboptimality"] for r in fsvrg[1:16]])
     sub_q = np.array([r["suboptimality"] for r in fsvrgr[1:16]])
     assert np.max(np.abs(np.log10(sub_p / sub_q))) < 0.5  # within a factor ~3 on log-scale plots
+
+
+@pytest.mark.ray
+def test_ray_actors_give_the_local_result(small):
+    """Real actors (pickled shards): CoCoA+'s duals live on the actors between rounds."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        cfg = {"problem": {"name": "custom"}, "algorithm": {"name": "cocoa_plus"}, "rounds": 3, "eval_every": 1}
+        local = fco_ray.run(cfg, problem=small)
+        remote = fco_ray.run({**cfg, "backend": {"name": "ray", "actors": 2}}, problem=small)
+        np.testing.assert_allclose(remote["suboptimality"], local["suboptimality"], rtol=1e-9)
+        assert remote["suboptimality"].is_monotonic_decreasing
+    finally:
+        ray.shutdown()
