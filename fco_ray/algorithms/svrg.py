@@ -295,7 +295,8 @@ class TwoExchange(SVRGFamily):
 
 
 class GD(SVRGFamily):
-    """Distributed gradient descent: w <- w - h grad f(w), one exchange per round."""
+    """Distributed gradient descent: w <- w - h grad f(w), one exchange per round; grad f is
+    the n_k-weighted mean of the nodes' gradients (`weighting` is not used)."""
 
     name = "gd"
 
