@@ -377,6 +377,10 @@ class _Inert(tune.Callback):
     """What a pickled `_Driver` becomes: nothing (its replacement is set on restore)."""
 
 
+class SweepInterrupted(RuntimeError):
+    """Tune returned before every trial ended; the MLflow parent run stays RUNNING."""
+
+
 @dataclass
 class SweepOutcome:
     parent_run_id: str
@@ -426,7 +430,8 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                        sweep.source, resume)
         echo(f"sweep {sweep.name}: {sweep.num_trials()} trials; Tune state {exp_dir}; "
              f"MLflow {store.uri} experiment {sweep.experiment!r}")
-        callbacks = [_Driver(sweep, log, echo)]
+        driver = _Driver(sweep, log, echo)
+        callbacks = [driver]
         trainable = tune.with_resources(
             tune.with_parameters(train_trial, sweep=sweep, finished=log.finished()),
             _TrialResources(sweep))
@@ -443,6 +448,10 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             exp_dir.mkdir(parents=True, exist_ok=True)
             (exp_dir / SWEEP_COPY).write_text(resolved)
         results = tuner.fit()
+        if driver.completed < sweep.num_trials():  # Tune stopped early (e.g. Ctrl-C)
+            raise SweepInterrupted(
+                f"sweep {sweep.name} stopped with {driver.completed}/{sweep.num_trials()} trials "
+                f"done; finish it with: fco-ray sweep {path} --resume")
         best = log.finish(failed=results.num_errors > 0)
         if sweep.spec.report is not False:  # `report: false` in the sweep file: no report
             from .report import report_after_sweep  # matplotlib only when a report is drawn
