@@ -12,6 +12,7 @@ from .random import Key, generator
 from .tree import all_finite, size
 
 INIT_TAG = 0x1417
+NUMERICAL_FAILURES = (np.linalg.LinAlgError, FloatingPointError, OverflowError)
 
 
 @dataclass
@@ -33,8 +34,9 @@ def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, 
                seed: int, on_eval: Callable[[dict], None] | None = None) -> RunResult:
     """Run `rounds` communication rounds; evaluate at round 0, every `eval_every`, and last.
 
-    A non-finite broadcast or objective ends the run with status "diverged"; the records
-    then hold every metric row up to the last finite one.
+    A non-finite broadcast or objective, or a numerical failure (e.g. an SVD that does not
+    converge on huge entries), ends the run with status "diverged"; the records then hold
+    every metric row up to the last finite one.
     """
     result = RunResult()
     state = algorithm.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
@@ -50,16 +52,14 @@ def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, 
             on_eval(row)
         return True
 
-    if not record(0):
-        result.status = "diverged"
-        return result
-    for rnd in range(rounds):
+    def advance(rnd: int) -> bool:
+        """One communication round (all its exchanges); False if the iterates blew up."""
+        nonlocal state, comm
         up = down = 0.0
         for _ in range(algorithm.exchanges_per_round):
             payload = algorithm.broadcast(state)
             if not all_finite(payload):
-                result.status = "diverged"
-                break
+                return False
             mean = {}
             if algorithm.uses_clients:
                 ids = algorithm.select_clients(seed, rnd, problem.num_clients)
@@ -70,12 +70,21 @@ def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, 
                 down += size(payload) * len(ids)
             with np.errstate(all="ignore"):
                 state = algorithm.server_update(problem, state, mean, rnd)
-        if result.status == "diverged":
-            break
         comm = {"floats_up": float(up), "floats_down": float(down)}
-        done = rnd + 1
-        if (done % eval_every == 0 or done == rounds) and not record(done):
-            result.status = "diverged"
-            break
+        return True
+
+    try:
+        finite = record(0)
+        for rnd in range(rounds):
+            if not finite:
+                break
+            finite = advance(rnd)
+            done = rnd + 1
+            if finite and (done % eval_every == 0 or done == rounds):
+                finite = record(done)
+    except NUMERICAL_FAILURES:  # e.g. an SVD of a matrix full of huge numbers
+        finite = False
+    if not finite:
+        result.status = "diverged"
     result.state = state
     return result

@@ -118,3 +118,33 @@ def test_custom_problem_through_the_api():
                             for c, n in enumerate(data.sizes)])
     assert df["train_loss"].iloc[-1] == pytest.approx(best + spread, rel=1e-6)
     assert df.attrs["status"] == "finished"
+
+
+def test_numerical_failure_is_divergence_not_a_crash():
+    """A huge rate on the low-rank problem makes the SVD of the prox fail: status diverged."""
+    cfg = {"problem": {"name": "lowrank", "clients": 6, "samples_per_client": 10, "dim": 6,
+                       "rank": 2, "val_clients": 1},
+           "algorithm": {"name": "fedmid", "client_lr": 1e3, "clients_per_round": 3},
+           "rounds": 30, "eval_every": 1}
+    df = fco_ray.run(cfg)
+    assert df.attrs["status"] == "diverged"
+    assert np.isfinite(df["train_loss"]).all()
+
+
+def test_linalg_error_inside_a_round_ends_the_run_as_diverged():
+    class Fragile(Quadratic):
+        calls = 0
+
+        def loss_and_grad(self, params, batch):
+            Fragile.calls += 1
+            if Fragile.calls > 12:
+                raise np.linalg.LinAlgError("SVD did not converge")
+            return super().loss_and_grad(params, batch)
+
+    data = ClientData.from_lists([{"a": np.ones((3, 2))} for _ in range(2)])
+    problem = Fragile(train=data, val=None, shapes={"w": (2,)},
+                      psi=R.Blockwise({"w": R.L1(0.1)}, {"w": (2,)}))
+    df = fco_ray.run({"algorithm": {"name": "fedmid", "client_lr": 0.1, "clients_per_round": None,
+                                    "local_steps": 2}, "rounds": 20, "eval_every": 1}, problem=problem)
+    assert df.attrs["status"] == "diverged"
+    assert 1 < len(df) < 20
