@@ -32,10 +32,13 @@ def weighted_sum(algorithm, problem, payload, rows, key: Key) -> tuple[dict, flo
     so blocking changes nothing but the order of the final sum."""
     rows = np.asarray(rows)
     ids = np.asarray(key.client_ids)
-    block = block_size(algorithm, problem)
+    # blocks of about block_size clients, of equal sizes (10 clients with a block size of 9
+    # make one block, not 9 + 1); no rows: one empty block, as before blocking
+    n = len(rows)
+    blocks = max(1, round(n / block_size(algorithm, problem)))
     parts = []
-    for start in range(0, max(len(rows), 1), block):  # empty rows: one empty block, as before
-        part = slice(start, start + block)
+    for i in range(blocks):
+        part = slice(i * n // blocks, (i + 1) * n // blocks)
         messages = algorithm.client_update(problem, payload, rows[part],
                                            dataclasses.replace(key, client_ids=ids[part]))
         weights = algorithm.client_weights(problem, rows[part])
