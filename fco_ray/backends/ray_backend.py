@@ -1,15 +1,26 @@
 """Ray backend: long-lived actors, each owning a contiguous shard of the training clients.
 
-The shard's data `problem.subset(rows)` is shipped to its actor once, at creation, and never
-leaves it. Per round the driver puts the broadcast payload in the object store once and
-calls every actor that owns sampled clients with their global ids; the actor returns its
-shard's pre-summed message
+The shard's data `problem.subset(rows)` is shipped to its actor once, at creation (the
+driver process keeps only its object-store ref, for restarts), and never leaves it. Per
+round the driver puts the broadcast payload in the object store once and calls every actor
+that owns sampled clients with their global ids; the actor returns its shard's pre-summed
+message
 
     S_a = sum_{m in sampled, m in shard a} p_m * message_m,    W_a = sum p_m
 
 (computed by `weighted_sum`, chunk by chunk), and the driver adds them: sum_a S_a, sum_a W_a.
 Client randomness is keyed by the global client id (`Key(seed, round, ids)`), so the result
 equals the local backend's up to floating-point summation order, for any number of actors.
+
+Faults: an actor whose process dies (killed, out of memory, node lost) is restarted by Ray
+(`max_restarts`) in the same placement-group bundle; its constructor rebuilds the shard from
+the data the backend keeps in the object store (`ray.put`, one ref per shard), and Ray
+resubmits the interrupted call (`max_task_retries`). The algorithm travels by reference with
+every call, so a fresh actor fetches it itself. A call is a pure function of (algorithm,
+shard data, payload, ids, seed, round), so the redone round equals an undisturbed one.
+The exception is client-resident state that a run builds up on the actors (CoCoA+ duals):
+a restart loses it, and the backend raises instead of continuing with wrong numbers.
+An actor ended on purpose (`ray.kill`) or out of restarts is an error (RuntimeError).
 
 Resources: inside a Ray Tune trial that reserved a placement group (see `trial_bundles`),
 actor i runs in the trial's bundle i + 1 (bundle 0 is the trial itself). Otherwise the
@@ -55,17 +66,30 @@ def _nbytes(tree) -> int:
 
 
 class ShardWorker:
-    """The client shard held by one actor: its data plus global client id -> local row."""
+    """The client shard held by one actor: its data plus global client id -> local row.
 
-    def __init__(self, problem, client_ids: np.ndarray, chunk_size: int):
-        self.problem = problem
+    `shard_ref`: [object ref of the shard's Problem]; wrapped in a list so that Ray passes
+    the ref itself, which the backend keeps alive: a restarted actor reads it again."""
+
+    def __init__(self, shard_ref: list, client_ids: np.ndarray, chunk_size: int):
+        (ref,) = shard_ref
+        self.problem = ray.get(ref)
         self.client_ids = np.asarray(client_ids)  # sorted global ids; local row = position
         self.chunk_size = chunk_size
-        self.algorithm = None
+        self.algorithm, self.algorithm_id = None, None
         self.received = 0  # bytes of the last round's arguments (payload + ids)
 
-    def set_algorithm(self, algorithm) -> None:
-        self.algorithm = algorithm
+    def _use(self, algorithm_ref: list) -> None:
+        """Fetch the algorithm when it is new to this actor (also after a restart).
+        The ref comes wrapped in a list so that Ray passes the ref, not its value."""
+        (ref,) = algorithm_ref
+        if ref.hex() != self.algorithm_id:
+            self.algorithm, self.algorithm_id = ray.get(ref), ref.hex()
+
+    def holds_state(self) -> bool:
+        """Whether an algorithm keeps state in this shard's data (e.g. CoCoA+ duals in
+        `train.memory`) that a restarted actor would not have."""
+        return bool(getattr(self.problem.train, "memory", None))
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """Local rows of the global client ids `ids` (all must be on this shard)."""
@@ -76,8 +100,12 @@ class ShardWorker:
                              f"(ids {self.client_ids[0]}..{self.client_ids[-1]})")
         return rows
 
-    def map_clients(self, payload: dict, ids: np.ndarray, seed: int, rnd: int) -> tuple[dict, float]:
-        """sum_m p_m * message_m over this shard's clients `ids` (global), in chunks."""
+    def map_clients(self, algorithm_ref: list, payload: dict, ids: np.ndarray, seed: int,
+                    rnd: int) -> tuple[dict, float, int, bool]:
+        """sum_m p_m * message_m over this shard's clients `ids` (global), in chunks; plus
+        this process's pid and whether the shard now holds client state (see
+        `RayBackend._check_restarts`)."""
+        self._use(algorithm_ref)
         self.received = _nbytes(payload) + _nbytes(ids)
         rows = self.rows(ids)
         parts = []
@@ -85,7 +113,8 @@ class ShardWorker:
             chunk = slice(start, start + self.chunk_size)
             parts.append(weighted_sum(self.algorithm, self.problem, payload, rows[chunk],
                                       Key(seed, rnd, ids[chunk])))
-        return add_sums(parts)
+        sums, weight = add_sums(parts)
+        return sums, weight, os.getpid(), self.holds_state()
 
     def stats(self) -> dict:
         """What this actor holds: its clients, the bytes of their data, where it runs."""
@@ -95,25 +124,29 @@ class ShardWorker:
             "data_bytes": _nbytes(self.problem.train.arrays) + self.problem.train.sizes.nbytes,
             "received_bytes": self.received,
             "node_id": context.get_node_id(),
+            "pid": os.getpid(),
             "placement_group_id": context.get_placement_group_id(),
         }
 
 
-ShardActor = ray.remote(max_restarts=0)(ShardWorker)
+#: restarts of one actor whose process died (each redoes the interrupted call)
+MAX_RESTARTS = 3
+ShardActor = ray.remote(ShardWorker)
 
 
 class RayBackend:
     """Client work on `actors` long-lived Ray actors (see the module docstring).
 
     `placement_timeout_s`: how long to wait for the cluster to grant the actors' CPUs
-    before giving up with an error that says what was needed.
+    before giving up with an error that says what was needed. `max_restarts`: how often
+    each actor may be restarted after its process died (0: a dead actor is an error).
     """
 
     name = "ray"
 
     def __init__(self, problem, actors: int = 2, cpus_per_actor: float = 1.0,
                  placement: str = "spread", chunk_size: int = 1024,
-                 placement_timeout_s: float = 120.0):
+                 placement_timeout_s: float = 120.0, max_restarts: int = MAX_RESTARTS):
         if placement not in STRATEGIES:
             raise ValueError(f"backend.placement must be one of {sorted(STRATEGIES)}, got {placement!r}")
         for key, value, low in (("actors", actors, 1), ("chunk_size", chunk_size, 1)):
@@ -129,15 +162,19 @@ class RayBackend:
         n = min(actors, self.num_clients)
         self.own_pg = None
         self.actors = []
-        self._algorithm = None
+        self._algorithm = self._algorithm_ref = None
+        self._seen: dict[int, tuple[int, bool]] = {}  # actor -> (pid, held state) at its last call
         try:
             strategies = self._placement(n, cpus_per_actor, STRATEGIES[placement], placement_timeout_s)
             shards = np.array_split(np.arange(self.num_clients), n)
             self.starts = np.array([s[0] for s in shards])
+            # kept for the actors' lifetime: a restarted actor rebuilds its shard from it
+            self._shards = [ray.put(problem.subset(ids)) for ids in shards]
+            retries = {"max_restarts": max_restarts, "max_task_retries": max_restarts}
             self.actors = [
-                ShardActor.options(num_cpus=cpus_per_actor, scheduling_strategy=strategy)
-                .remote(problem.subset(ids), ids, chunk_size)
-                for ids, strategy in zip(shards, strategies)
+                ShardActor.options(num_cpus=cpus_per_actor, scheduling_strategy=strategy, **retries)
+                .remote([shard], ids, chunk_size)
+                for shard, ids, strategy in zip(self._shards, shards, strategies)
             ]
         except BaseException:
             self.close()
@@ -172,17 +209,30 @@ class RayBackend:
         ids = np.asarray(client_ids)
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_clients):
             raise ValueError(f"client ids must be in [0, {self.num_clients}), got {ids.min()}..{ids.max()}")
-        if algorithm is not self._algorithm:  # a new algorithm object: ship it once
-            ref = ray.put(algorithm)
-            self._get([actor.set_algorithm.remote(ref) for actor in self.actors])
-            self._algorithm = algorithm
+        if algorithm is not self._algorithm:  # a new algorithm object: put it once
+            self._algorithm, self._algorithm_ref = algorithm, ray.put(algorithm)
         owner = np.searchsorted(self.starts, ids, side="right") - 1
         payload_ref = ray.put(payload)
-        calls = [self.actors[a].map_clients.remote(payload_ref, ids[owner == a], key.seed, key.round)
-                 for a in np.unique(owner)]
-        parts = self._get(calls)
-        sums, weight = add_sums(parts)
+        called = np.unique(owner).tolist()
+        calls = [self.actors[a].map_clients.remote([self._algorithm_ref], payload_ref,
+                                                   ids[owner == a], key.seed, key.round)
+                 for a in called]
+        results = self._get(calls)
+        self._check_restarts(called, results)
+        sums, weight = add_sums([(s, w) for s, w, _, _ in results])
         return {k: np.array(v) for k, v in sums.items()}, weight  # own (writable) arrays
+
+    def _check_restarts(self, called: list[int], results: list) -> None:
+        """A restarted actor (new pid) redid its call from the shard data alone; that is
+        exact unless the old process held client state of this run (then it is lost)."""
+        for a, (_, _, pid, state) in zip(called, results):
+            before = self._seen.get(a)
+            if before is not None and before[0] != pid and before[1]:
+                raise RuntimeError(
+                    f"Ray client actor {a} of the ray backend was restarted (pid {before[0]} -> "
+                    f"{pid}) and lost the client state it held (e.g. CoCoA+ duals); this run "
+                    "cannot continue exactly (rerun it)")
+            self._seen[a] = (pid, state)
 
     def stats(self) -> list[dict]:
         """Per actor: clients and data bytes held, last round's argument bytes, node, group."""
@@ -198,7 +248,7 @@ class RayBackend:
     def close(self):
         for actor in self.actors:
             ray.kill(actor)
-        self.actors = []
+        self.actors, self._shards = [], []
         if self.own_pg is not None:
             remove_placement_group(self.own_pg)
             self.own_pg = None
