@@ -35,8 +35,8 @@ def add_run(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    from .api import run
-    from .tracking import Store, close_run, start_single_run
+    from .api import make_problem, run
+    from .tracking import Store, check_store, close_run, default_uri, start_single_run
 
     raw = load_yaml(args.file)
     if SWEEP_ONLY_KEYS & set(raw):
@@ -44,15 +44,24 @@ def cmd_run(args) -> int:
                           f"run it with: fco-ray sweep {args.file}")
     try:
         cfg = parse_run(apply_overrides(raw, args.set))
+        problem = make_problem(cfg)  # its data must be readable before MLflow is touched
+        per_round = cfg.algorithm.clients_per_round
+        if per_round is not None and per_round > problem.num_clients:
+            raise ConfigError(f"algorithm.clients_per_round must be <= {problem.num_clients} "
+                              f"(problem {cfg.problem.name!r} has {problem.num_clients} training "
+                              f"clients), got {per_round}")
     except ConfigError as e:
         raise ConfigError(f"{args.file}: {e}") from None
     store = run_id = None
     if not args.no_mlflow:
-        store = Store(cfg.tracking.uri)
+        uri = cfg.tracking.uri or default_uri()
+        check_store(uri)  # fail fast, before any work
+        store = Store(uri)
         run_id = start_single_run(store, cfg.model_dump(mode="json"),
                                   f"{cfg.algorithm.name}-{cfg.problem.name}")
     try:
-        df = run(cfg, on_eval=(lambda row: store.log_rows(run_id, [row])) if run_id else None)
+        df = run(cfg, problem=problem,
+                 on_eval=(lambda row: store.log_rows(run_id, [row])) if run_id else None)
     except BaseException:
         if run_id:
             close_run(store, run_id, "error", 0)

@@ -6,7 +6,7 @@ allowed (the CLI turns it into exit code 2), before any work starts.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
@@ -57,11 +57,45 @@ class RunConfig(_Strict):
 RUN_KEYS = set(RunConfig.model_fields)
 
 
+def _models(annotation) -> list[type[BaseModel]]:
+    """The pydantic models in a field's annotation (one, or the members of a union)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models(arg)] if annotation else []
+
+
+def _locate(model: type[BaseModel] | None, loc: tuple) -> tuple[list[str], type[BaseModel] | None]:
+    """The key path of an error without the tags of tagged unions (`backend.ray.actors` ->
+    `backend.actors`), and the model holding its last key (None if not a model)."""
+    path, parts = [], list(loc)
+    while parts:
+        part = parts.pop(0)
+        path.append(str(part))
+        if not parts:  # `part` is the key in error; `model` holds it
+            break
+        field = model.model_fields.get(part) if model is not None and isinstance(part, str) else None
+        annotation = field.annotation if field is not None else None
+        if get_origin(annotation) is dict:  # the next part is a key of the mapping
+            path.append(str(parts.pop(0)))
+            annotation = get_args(annotation)[1]
+        members = _models(annotation) if parts else []
+        if len(members) > 1:  # a tagged union: the next part is the member's `name`
+            tags = {tag: m for m in members if "name" in m.model_fields
+                    for tag in get_args(m.model_fields["name"].annotation)}
+            members = [tags[parts.pop(0)]] if parts[0] in tags else []
+        model = members[0] if members else None
+    return path, model
+
+
 def _describe(err: dict, prefix: str, model: type[BaseModel] | None) -> str:
-    loc = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
-    if err["type"] == "extra_forbidden" and model is not None:
-        allowed = sorted(model.model_fields)
-        return f"unknown key {loc!r}; allowed keys here: {allowed}"
+    path, holder = _locate(model, err["loc"])
+    loc = ".".join(p for p in (prefix, *path) if p != "")
+    if err["type"] == "extra_forbidden":
+        allowed = f"; allowed keys here: {sorted(holder.model_fields)}" if holder is not None else ""
+        return f"unknown key {loc!r}{allowed}"
+    if err["type"] == "value_error":  # our own validators: their message names the values
+        message = str(err["ctx"]["error"]) if "ctx" in err else err["msg"]
+        return f"{loc}: {message}" if loc else message
     value = err.get("input")
     return f"{loc}: {err['msg']} (got {value!r})"
 
@@ -111,15 +145,44 @@ def parse_run(raw: Any) -> RunConfig:
         raise ConfigError("; ".join(_describe(err, "", RunConfig) for err in e.errors())) from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader (plain data only: never builds Python objects), except that
+    a key given twice in one mapping is an error rather than silently the last value."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (each key once per mapping)",
+                    key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_error(path: Path, e: yaml.YAMLError) -> str:
+    """One line: file:line:column, what is wrong and, for tags, what is allowed."""
+    mark = getattr(e, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    context = getattr(e, "context", None)
+    message = f"{where}: invalid YAML: {problem}" + (f" ({context})" if context else "")
+    if "constructor for the tag" in problem:
+        message += "; a config holds plain data only (mappings, lists, strings, numbers, booleans)"
+    return message
+
+
 def load_yaml(path: str | Path) -> dict:
-    """Read a YAML file with the safe loader (never executes code)."""
+    """Read a YAML file with a safe loader (never executes code or builds Python objects;
+    duplicate keys are an error)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML: {e}") from None
+        raise ConfigError(_yaml_error(path, e)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of keys, got {type(data).__name__}")
     return data

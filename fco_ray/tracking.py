@@ -4,7 +4,8 @@ Layout (README "MLflow layout"; the sweep writes it, `fco-ray runs` and reports 
 - parent run: tags `fco.role=sweep`, `fco.sweep=<name>`, `fco.metric`, `fco.mode`; artifact
   `sweep.yaml`; at the end `fco.best.<algorithm>` (JSON config) and `best.<algorithm>.<metric>`;
 - child run per trial: tags `mlflow.parentRunId`, `fco.role=trial`, `fco.sweep`,
-  `fco.trial_id`, `fco.algorithm`, `fco.status` (running, finished, diverged, stopped, error);
+  `fco.trial_id`, `fco.algorithm`, `fco.status` (running, finished, diverged, stopped, error),
+  `fco.retries` (reruns after the trial's process failed, if any);
   params = the trial's run config flattened to dotted keys; metrics with `step = round`.
 
 Everything here runs in one process (the CLI or the Tune driver): SQLite stores must not be
@@ -12,10 +13,14 @@ written by many processes at once.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import sqlite3
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Iterable
 
@@ -26,12 +31,49 @@ from mlflow.entities import Metric, Param, RunTag
 ROLE, SWEEP, TRIAL_ID, ALGORITHM, STATUS = "fco.role", "fco.sweep", "fco.trial_id", "fco.algorithm", "fco.status"
 PARENT = "mlflow.parentRunId"
 FINAL_ROUND = "fco.final_round"
+RETRIES = "fco.retries"  # reruns of a trial after its process failed
 MAX_METRICS_PER_BATCH = 1000  # MLflow's log_batch limit
 
 
 def default_uri() -> str:
     """`MLFLOW_TRACKING_URI` if set, else the SQLite file `mlflow.db` in the working directory."""
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+
+
+class TrackingUnavailable(RuntimeError):
+    """The MLflow tracking store cannot be reached or opened (the CLI exits with code 1)."""
+
+
+def check_store(uri: str, timeout: float = 10.0) -> None:
+    """Raise TrackingUnavailable, within about `timeout` seconds, if the store at `uri`
+    cannot be used; call it before any work starts. MLflow itself retries an unreachable
+    server or an unopenable database with backoff for minutes before it gives up.
+
+    `http(s)://`: the server must answer (any HTTP status below 500; credentials are
+    MLflow's business). `sqlite:///PATH`: PATH must open as an SQLite database (its
+    directory is created, as MLflow would). Other stores are left to MLflow.
+    """
+    advice = "start it, or point tracking.uri (or MLFLOW_TRACKING_URI) at a store that works"
+    if uri.startswith(("http://", "https://")):
+        try:
+            urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout).close()
+        except urllib.error.HTTPError as e:
+            if e.code >= 500:
+                raise TrackingUnavailable(f"MLflow tracking server {uri} answers HTTP {e.code}; "
+                                          f"{advice}") from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise TrackingUnavailable(f"MLflow tracking server {uri} is not reachable ({reason}); "
+                                      f"{advice}") from None
+    elif uri.startswith("sqlite:///"):
+        db = Path(uri[len("sqlite:///"):])
+        try:
+            db.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.closing(sqlite3.connect(db, timeout=timeout)) as connection:
+                connection.execute("select count(*) from sqlite_master").fetchone()
+        except (OSError, sqlite3.Error) as e:
+            raise TrackingUnavailable(f"MLflow tracking database {db} cannot be opened ({e}); "
+                                      f"{advice}") from None
 
 
 def flatten(tree: dict, prefix: str = "") -> dict:
@@ -235,7 +277,10 @@ class SweepLog:
                 for tid, r in self.runs.items() if r.info.status == "FINISHED"}
 
     def start(self, trial_id: str, config: dict, run_name: str) -> None:
-        """Open (or reopen) the trial's child run; a FINISHED run stays closed."""
+        """Open (or reopen) the trial's child run; a FINISHED run stays closed, and an open
+        one (a trial rerun by Tune after a failure, see `retry`) stays as it is."""
+        if trial_id in self._open:
+            return
         run = self.runs.get(trial_id)
         if run is not None and run.info.status == "FINISHED":
             return
@@ -263,6 +308,16 @@ class SweepLog:
         if (len(trial["rows"]) >= self.FLUSH_ROWS
                 or time.monotonic() - trial["flushed"] > self.FLUSH_SECONDS):
             self._flush(trial)
+
+    def retry(self, trial_id: str) -> None:
+        """The trial failed and is rerun from round 0: write the rows it logged so far and
+        count the attempt (tag `fco.retries`); its rerun continues after the last row."""
+        trial = self._open.get(trial_id)
+        if trial is None:
+            return
+        self._flush(trial)
+        trial["retries"] = trial.get("retries", 0) + 1
+        self.store.set_tags(trial["run_id"], {RETRIES: trial["retries"]})
 
     def _flush(self, trial: dict) -> None:
         self.store.log_rows(trial["run_id"], trial["rows"], trial["times"])

@@ -8,11 +8,18 @@ are validated before Tune starts. Trials report every evaluated round with
 `tune.report({...metrics, "round": r, "timesteps_total": r, "status": s})`; a diverged trial
 ends with a last report whose metric is the worst value (+inf for min, -inf for max), so it
 ranks last, and the sweep carries on. MLflow runs are written by callbacks on the driver.
+
+Faults: the tracking store is checked before Ray starts (`tracking.check_store`: an
+unreachable store fails the sweep before any trial runs). A trial whose process fails
+(killed, node lost, an error) is rerun by Tune from round 0, at most `tune.max_failures`
+times: trials do not checkpoint, since a rerun with the same seed recomputes the same rows;
+its MLflow child run continues after the last round it logged (no round twice).
 """
 from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -35,7 +42,7 @@ from .backends.ray_backend import STRATEGIES, trial_bundles
 from .config import ConfigError, apply_overrides, load_yaml, parse_run, validate_model
 from .engine import INIT_TAG, evaluate
 from .random import generator
-from .tracking import SweepLog, Store, default_uri
+from .tracking import SweepLog, Store, check_store, default_uri
 
 FIXED_POINT_KEYS = ("algorithm.name", "seed")  # set by `algorithms` and `seeds`, not `search`
 
@@ -107,6 +114,8 @@ class TuneSettings(_Strict):
                                      "trial; default: a tenth of the rounds")
     reduction_factor: float = Field(3.0, gt=1)
     cpus_per_trial: float = Field(1.0, gt=0, description="CPUs of the trial's own process")
+    max_failures: int = Field(2, ge=0, description="reruns of a trial whose process failed "
+                              "(killed, node lost, error); each rerun starts from round 0")
 
 
 class SweepTracking(_Strict):
@@ -250,24 +259,49 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
     spec = _validate_sweep(raw, path)
     source = yaml.safe_dump(raw, sort_keys=False) if overrides else path.read_text()
     sweep = Sweep(spec, source)
-    first = {}
+    by_problem: dict[str, list] = {}  # one problem section -> its trials (point, config)
     for point in sweep.points():
         try:
             cfg = parse_run(sweep.trial_config(point))
         except ConfigError as e:
-            trial = ", ".join(f"{k}={v}" for k, v in point.items())
-            raise ConfigError(f"{path}: trial ({trial}): {e}") from None
-        first.setdefault(point["algorithm.name"], cfg)
-    _check_metric(sweep, first, path)
+            raise ConfigError(f"{path}: trial ({_point_text(point)}): {e}") from None
+        key = json.dumps(cfg.problem.model_dump(mode="json"), sort_keys=True)
+        by_problem.setdefault(key, []).append((point, cfg))
+    for trials in by_problem.values():
+        _check_against_problem(sweep, trials, path)
     return sweep
 
 
-def _check_metric(sweep: Sweep, configs: dict, path: Path) -> None:
-    """The Tune metric must be one each algorithm reports (checked at the initial model)."""
-    problem = make_problem(next(iter(configs.values())))
-    for name, cfg in configs.items():
+def _point_text(point: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in point.items())
+
+
+def _check_against_problem(sweep: Sweep, trials: list, path: Path) -> None:
+    """What only the built problem can tell, for the trials sharing one problem section:
+    its data can be read (e.g. `problem.path` exists), each trial's clients_per_round fits
+    its training clients, and the Tune metric is one each algorithm reports (checked at
+    the initial model)."""
+    try:
+        problem = make_problem(trials[0][1])
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    checked = set()
+    for point, cfg in trials:
+        per_round = cfg.algorithm.clients_per_round
+        if per_round is not None and per_round > problem.num_clients:
+            raise ConfigError(
+                f"{path}: trial ({_point_text(point)}): algorithm.clients_per_round must be "
+                f"<= {problem.num_clients} (problem {cfg.problem.name!r} has {problem.num_clients} "
+                f"training clients), got {per_round}")
+        name = cfg.algorithm.name
+        if name in checked:
+            continue
+        checked.add(name)
         algorithm = ALGORITHMS[name](cfg.algorithm)
-        state = algorithm.server_init(problem, problem.init_params(generator(cfg.seed, INIT_TAG)))
+        try:
+            state = algorithm.server_init(problem, problem.init_params(generator(cfg.seed, INIT_TAG)))
+        except ValueError as e:  # e.g. an algorithm that needs another kind of problem
+            raise ConfigError(f"{path}: algorithm {name!r} on problem {cfg.problem.name!r}: {e}") from None
         reported = {"round", "floats_up", "floats_down", *evaluate(problem, algorithm, state)}
         if sweep.metric not in reported:
             raise ConfigError(f"{path}: tune.metric: {sweep.metric!r} is not reported by "
@@ -364,6 +398,14 @@ class _Driver(tune.Callback):
         value = result.get(self.sweep.metric, float("nan"))
         self._line(trial, f"{status} at round {result.get('round', 0)}, {self.sweep.metric}={value:.4g}")
 
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        # the trial process failed and Tune reruns it from scratch (same seed, same rows):
+        # keep its rows so far; the rerun's rows up to there are not logged twice
+        self.log.retry(trial.trial_id)
+        self.echo(f"{trial}: failed, rerun by Tune ({trial.num_failures} of at most "
+                  f"{self.sweep.spec.tune.max_failures}; details: "
+                  f"{Path(trial.local_path or '.') / 'error.txt'})")
+
     def on_trial_error(self, iteration, trials, trial, **info):
         self.log.end(trial.trial_id, "error")
         self._line(trial, f"error (details: {Path(trial.local_path or '.') / 'error.txt'})")
@@ -421,6 +463,7 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
         if kept.is_file() and kept.read_text() != resolved:
             raise ConfigError(f"--resume: {path} (with these --set values) differs from the "
                               f"sweep being resumed ({kept}); resume with the same file and values")
+    check_store(sweep.tracking_uri)  # fail fast: before Ray starts and any trial runs
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local")
@@ -443,8 +486,10 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
         else:
             tuner = tune.Tuner(trainable, param_space=sweep.param_space(),
                                tune_config=_tune_config(sweep),
-                               run_config=tune.RunConfig(name=sweep.name, storage_path=str(root),
-                                                         callbacks=callbacks, verbose=0))
+                               run_config=tune.RunConfig(
+                                   name=sweep.name, storage_path=str(root), callbacks=callbacks,
+                                   verbose=0, failure_config=tune.FailureConfig(
+                                       max_failures=sweep.spec.tune.max_failures)))
             exp_dir.mkdir(parents=True, exist_ok=True)
             (exp_dir / SWEEP_COPY).write_text(resolved)
         results = tuner.fit()

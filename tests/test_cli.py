@@ -17,6 +17,7 @@ def files(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(RUN))
     sweep = {"name": "s", "problem": RUN["problem"], "algorithms": ["fedmid"],
+             "algorithm": {"clients_per_round": 4},  # of the 8 clients
              "search": {"grid": {"algorithm.client_lr": [0.001, -0.1]}}}
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
     return tmp_path
