@@ -53,18 +53,18 @@ def check_store(uri: str, timeout: float = 10.0) -> None:
     MLflow's business). `sqlite:///PATH`: PATH must open as an SQLite database (its
     directory is created, as MLflow would). Other stores are left to MLflow.
     """
-    advice = "start it, or point tracking.uri (or MLFLOW_TRACKING_URI) at a store that works"
+    elsewhere = "or point tracking.uri (or MLFLOW_TRACKING_URI) at a store that works"
     if uri.startswith(("http://", "https://")):
         try:
             urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout).close()
         except urllib.error.HTTPError as e:
             if e.code >= 500:
                 raise TrackingUnavailable(f"MLflow tracking server {uri} answers HTTP {e.code}; "
-                                          f"{advice}") from None
+                                          f"fix the server, {elsewhere}") from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
             raise TrackingUnavailable(f"MLflow tracking server {uri} is not reachable ({reason}); "
-                                      f"{advice}") from None
+                                      f"start the server, {elsewhere}") from None
     elif uri.startswith("sqlite:///"):
         db = Path(uri[len("sqlite:///"):])
         try:
@@ -73,7 +73,7 @@ def check_store(uri: str, timeout: float = 10.0) -> None:
                 connection.execute("select count(*) from sqlite_master").fetchone()
         except (OSError, sqlite3.Error) as e:
             raise TrackingUnavailable(f"MLflow tracking database {db} cannot be opened ({e}); "
-                                      f"{advice}") from None
+                                      f"fix the path, {elsewhere}") from None
 
 
 def flatten(tree: dict, prefix: str = "") -> dict:

@@ -10,6 +10,7 @@
 """
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -31,6 +32,7 @@ from fco_ray.data.text_generator import generate_text_nodes  # noqa: E402
 from fco_ray.engine import run_rounds  # noqa: E402
 from fco_ray.problems.text import SparseTextLogReg  # noqa: E402
 from fco_ray.tracking import Store, children, find_parent, trials_frame  # noqa: E402
+from fco_ray.tune import _Driver, run_sweep  # noqa: E402
 
 LASSO = {"name": "lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
          "samples_per_client": 32}
@@ -166,3 +168,111 @@ def test_restarted_actor_that_lost_client_state_is_an_error(cluster):
                        on_eval=kill_at_round_2)
     finally:
         backend.close()
+
+
+# --- a trial process killed; a trial failing numerically ------------------------------------
+
+STEPS = list(range(0, 41, 5))
+
+
+def faults_sweep(directory, **changes):
+    sweep = {"name": "faults", "problem": {**LASSO, "name": "failing_lasso"},
+             "algorithms": ["feddualavg"],
+             "algorithm": {"clients_per_round": 4, "local_steps": 5, "client_lr": 0.001},
+             "search": {"grid": {"problem.fail_at_eval": [0, 3]}},  # 3: LinAlgError at round 10
+             "rounds": 40, "eval_every": 5, "report": False,
+             "tune": {"metric": "f1", "mode": "max", "max_failures": 1},
+             "tracking": {"uri": f"sqlite:///{directory / 'mlflow.db'}"}, **changes}
+    path = directory / "faults.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    return path
+
+
+@pytest.mark.ray
+def test_killed_trial_is_rerun_once_in_mlflow_and_a_linalg_failure_is_diverged(
+        cluster, tmp_path, monkeypatch):
+    """The trial with fail_at_eval=0 is SIGKILLed (its process, by the pid in its round-10
+    result) and rerun from round 0 by Tune; the fail_at_eval=3 trial raises LinAlgError."""
+    killed = []
+    on_trial_result = _Driver.on_trial_result
+
+    def kill_once(self, iteration, trials, trial, result, **info):
+        if trial.config["problem.fail_at_eval"] == 0 and result.get("round") == 10 and not killed:
+            os.kill(result["pid"], signal.SIGKILL)
+            killed.append(result["pid"])
+        return on_trial_result(self, iteration, trials, trial, result, **info)
+
+    monkeypatch.setattr(_Driver, "on_trial_result", kill_once)
+    lines = []
+    outcome = run_sweep(faults_sweep(tmp_path), storage=tmp_path / "state", echo=lines.append)
+    assert killed and outcome.ok  # the sweep went on and ended well
+
+    store = Store(outcome.tracking_uri)
+    parent = find_parent(store, outcome.experiment_id, "faults")
+    runs = children(store, parent)
+    trials = trials_frame(runs).set_index("problem.fail_at_eval")
+    assert len(runs) == 2 and len(store.search(outcome.experiment_id, "")) == 3  # no extra run
+    assert parent.info.status == "FINISHED"
+    assert sum("rerun by Tune (1 of at most 1" in line for line in lines) == 1
+
+    def history(fail_at_eval, metric="f1"):
+        return store.client.get_metric_history(trials.loc[fail_at_eval, "run_id"], metric)
+
+    def expected(fail_at_eval):
+        return fco_ray.run({"problem": {**LASSO, "name": "failing_lasso", "fail_at_eval": fail_at_eval},
+                            "algorithm": {"name": "feddualavg", "clients_per_round": 4,
+                                          "local_steps": 5, "client_lr": 0.001},
+                            "rounds": 40, "eval_every": 5, "seed": 0})
+
+    # killed and rerun: every round exactly once, equal to an undisturbed run, ended once
+    rerun = {r.data.tags["fco.trial_id"]: r for r in runs}[trials.loc[0, "trial_id"]]
+    assert rerun.info.status == "FINISHED" and rerun.data.tags["fco.status"] == "finished"
+    assert rerun.data.tags["fco.retries"] == "1" and rerun.data.tags["fco.final_round"] == "40"
+    for metric in ("f1", "train_loss"):
+        assert [m.step for m in history(0, metric)] == STEPS
+        np.testing.assert_allclose([m.value for m in history(0, metric)], expected(0)[metric],
+                                   rtol=1e-12)
+    # LinAlgError at the third evaluation: diverged, the two finite rows kept, ranked last
+    assert trials.loc[3, "status"] == "diverged" and trials.loc[3, "run_status"] == "FINISHED"
+    diverged = expected(3)
+    assert diverged.attrs["status"] == "diverged" and list(diverged["round"]) == [0, 5]
+    assert [m.step for m in history(3)] == [0, 5]
+    np.testing.assert_allclose([m.value for m in history(3)], diverged["f1"], rtol=1e-12)
+    ranked = outcome.results.get_dataframe().sort_values("f1", ascending=False)
+    assert list(ranked["config/problem.fail_at_eval"]) == [0, 3] and ranked["f1"].iloc[-1] == -np.inf
+    assert "fco.best.feddualavg" in parent.data.tags
+
+
+# --- an MLflow store that cannot be used: fail fast, before any work ---------------------
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens there once the socket is closed
+
+
+@pytest.mark.parametrize("store", ["server_down", "directory_is_a_file", "not_a_database"])
+def test_unusable_tracking_store_fails_before_any_work(tmp_path, capsys, monkeypatch, store):
+    (tmp_path / "file").write_text("not a directory")
+    (tmp_path / "garbage.db").write_bytes(b"\x00 this is not an SQLite database " * 100)
+    uri, named = {
+        "server_down": (f"http://127.0.0.1:{closed_port()}", "is not reachable"),
+        "directory_is_a_file": (f"sqlite:///{tmp_path / 'file' / 'mlflow.db'}", "cannot be opened"),
+        "not_a_database": (f"sqlite:///{tmp_path / 'garbage.db'}", "cannot be opened"),
+    }[store]
+    monkeypatch.chdir(tmp_path)
+    path = faults_sweep(tmp_path, problem=LASSO, search={}, tracking={"uri": uri})
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({
+        "problem": LASSO, "algorithm": {"name": "fedmid", "clients_per_round": 4},
+        "rounds": 5, "tracking": {"uri": uri}}))
+    ray_was_up = ray.is_initialized()
+    for argv in (["sweep", str(path), "--storage", str(tmp_path / "state")], ["run", "run.yaml"]):
+        start = time.monotonic()
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert time.monotonic() - start < 30  # MLflow alone would retry for minutes
+        assert code == 1 and err.count("\n") == 1
+        assert "TrackingUnavailable: MLflow tracking" in err and uri.split("///")[-1] in err and named in err
+    assert not (tmp_path / "state").exists()  # Tune never started
+    assert ray.is_initialized() == ray_was_up  # nor did Ray
+    assert (tmp_path / "garbage.db").read_bytes().startswith(b"\x00 this is not")

@@ -1,0 +1,203 @@
+"""Malformed sweep files, run files and API calls: each is rejected before any work with one
+message naming the file, key, value and what is allowed; the CLI exits with code 2; nothing
+is written to MLflow, Tune's storage or Ray (README "Reliability")."""
+import copy
+import math
+
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+import fco_ray
+from fco_ray.cli import main
+from fco_ray.config import ConfigError
+
+LASSO = {"name": "lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
+         "samples_per_client": 32}
+HAXBY_MISSING = {"name": "sparse_logreg", "dataset": "haxby", "path": "/nonexistent"}
+SWEEP = {"name": "bad", "problem": LASSO, "algorithms": ["fedmid", "feddualavg"],
+         "algorithm": {"clients_per_round": 4, "local_steps": 5},
+         "search": {"grid": {"algorithm.client_lr": [0.001, 0.01]}},
+         "rounds": 10, "eval_every": 5, "report": False, "tune": {"metric": "f1", "mode": "max"}}
+RUN = {"problem": LASSO, "rounds": 10, "eval_every": 5,
+       "algorithm": {"name": "fedmid", "client_lr": 0.001, "clients_per_round": 4}}
+DROP = object()
+
+
+def changed(base: dict, changes: dict) -> dict:
+    """`base` with dotted keys set (or removed with DROP)."""
+    out = copy.deepcopy(base)
+    for key, value in changes.items():
+        *parents, last = key.split(".")
+        node = out
+        for part in parents:
+            node = node[part]
+        if value is DROP:
+            del node[last]
+        else:
+            node[last] = value
+    return out
+
+
+# (case id, sweep changes, fragments the one-line message must contain after the file name)
+SWEEP_CASES = [
+    ("unknown_key", {"bogus": 1}, ["unknown key 'bogus'", "allowed keys here", "'algorithms'"]),
+    ("unknown_problem_key", {"problem.dimm": 3},
+     ["unknown key 'problem.dimm'", "allowed keys here", "'dim'"]),
+    ("unknown_hyperparameter", {"algorithm.local_stepz": 3},
+     ["unknown key 'algorithm.local_stepz'", "'local_steps'"]),
+    ("unknown_tune_key", {"tune.metrc": "f1"}, ["unknown key 'tune.metrc'", "'metric'"]),
+    ("unknown_algorithm", {"algorithms": ["fedmid", "fedfoo"]},
+     ["algorithm.name: unknown algorithm 'fedfoo'; allowed:", "'feddualavg'"]),
+    ("wrong_type_int", {"rounds": "ten"}, ["rounds: Input should be a valid integer", "'ten'"]),
+    ("wrong_type_list", {"seeds": 3}, ["seeds: Input should be a valid list", "(got 3)"]),
+    ("wrong_type_hyperparameter", {"algorithm.local_steps": "five"},
+     ["algorithm.local_steps: Input should be a valid integer", "'five'"]),
+    ("zero_rate", {"search.grid": {"algorithm.client_lr": [0.001, 0.0]}},
+     ["trial (algorithm.name=fedmid, seed=0, algorithm.client_lr=0.0)",
+      "algorithm.client_lr: Input should be greater than 0 (got 0.0)"]),
+    ("negative_rate", {"algorithm.server_lr": -1.0},
+     ["algorithm.server_lr: Input should be greater than 0 (got -1.0)"]),
+    ("nan_rate", {"search.grid": {"algorithm.client_lr": [math.nan]}},
+     ["algorithm.client_lr=nan", "algorithm.client_lr: Input should be a finite number (got nan)"]),
+    ("inf_regularization", {"problem.lam": math.inf},
+     ["problem.lam: Input should be a finite number (got inf)"]),
+    ("inf_random_bound", {"search": {"random": {"algorithm.client_lr": {"loguniform": [1e-3, math.inf]}}}},
+     ["algorithm.client_lr=inf", "Input should be a finite number (got inf)"]),
+    ("empty_grid", {"search.grid": {"algorithm.client_lr": []}},
+     ["search: grid 'algorithm.client_lr' has no values"]),
+    ("empty_algorithms", {"algorithms": []}, ["algorithms: List should have at least 1 item"]),
+    ("empty_seeds", {"seeds": []}, ["seeds: List should have at least 1 item"]),
+    ("clients_per_round_above_clients", {"algorithm.clients_per_round": 17},
+     ["algorithm.clients_per_round must be <= 16", "has 16 training clients), got 17"]),
+    ("zero_clients_per_round", {"algorithm.clients_per_round": 0},
+     ["algorithm.clients_per_round: Input should be greater than or equal to 1 (got 0)"]),
+    ("zero_clients", {"problem.clients": 0},
+     ["problem.clients: Input should be greater than or equal to 1 (got 0)"]),
+    ("zero_actors", {"backend": {"name": "ray", "actors": 0}},
+     ["backend.actors: Input should be greater than or equal to 1 (got 0)"]),
+    ("support_above_dim", {"problem.support": 65}, ["problem.support must be <= problem.dim (64), got 65"]),
+    ("missing_data_path", {"problem": HAXBY_MISSING},
+     ["problem.path: no Haxby dataset", "found in /nonexistent"]),
+    ("bad_name", {"name": "my sweep"}, ["name: String should match pattern", "'my sweep'"]),
+]
+
+RUN_CASES = [
+    ("unknown_key", {"bogus": 1}, ["unknown top-level key(s) ['bogus']; allowed:", "'rounds'"]),
+    ("unknown_backend_key", {"backend": {"name": "ray", "actorz": 2}},
+     ["unknown key 'backend.actorz'; allowed keys here:", "'actors'"]),
+    ("unknown_problem", {"problem": {"name": "lassoo"}},
+     ["problem.name: unknown problem 'lassoo'; allowed:", "'lasso'"]),
+    ("wrong_type", {"eval_every": "often"}, ["eval_every: Input should be a valid integer", "'often'"]),
+    ("zero_rate", {"algorithm.client_lr": 0}, ["algorithm.client_lr: Input should be greater than 0 (got 0)"]),
+    ("nan_rate", {"algorithm.client_lr": math.nan}, ["algorithm.client_lr: Input should be a finite number (got nan)"]),
+    ("zero_rounds", {"rounds": 0}, ["rounds: Input should be greater than or equal to 1 (got 0)"]),
+    ("clients_per_round_above_clients", {"algorithm.clients_per_round": 17},
+     ["algorithm.clients_per_round must be <= 16", "got 17"]),
+    ("missing_data_path", {"problem": HAXBY_MISSING}, ["problem.path: no Haxby dataset", "/nonexistent"]),
+]
+
+# files that are not valid YAML data at all: the same for `sweep` and `run`
+TEXT_CASES = [
+    ("yaml_syntax", "name: bad\nproblem: {name: lasso\n",
+     [":3:1: invalid YAML: expected ',' or '}'", "while parsing a flow mapping"]),
+    ("duplicate_key", "rounds: 10\nproblem: {name: lasso}\nrounds: 20\n",
+     [":3:1: invalid YAML: duplicate key 'rounds'"]),
+    ("python_tag", "problem: !!python/object/apply:os.system ['touch {marker}']\n",
+     [":1:10: invalid YAML: could not determine a constructor for the tag",
+      "python/object/apply:os.system", "plain data only"]),
+    ("not_a_mapping", "- fedmid\n- feddualavg\n", [": top level must be a mapping of keys, got list"]),
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A tracking store that already holds an experiment with a run, and its contents."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment("existing"))
+    client.log_metric(run.info.run_id, "train_loss", 1.0)
+
+    def contents():
+        experiments = client.search_experiments()
+        runs = client.search_runs([e.experiment_id for e in experiments])
+        return sorted(e.name for e in experiments), sorted(r.info.run_id for r in runs)
+
+    return uri, contents, contents()
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # defaults (./mlflow.db, ./ray_results) land here if anywhere
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    return tmp_path
+
+
+def rejected(capsys, store, workdir, argv, path, fragments):
+    """`fco-ray argv` exits 2 with one line naming `path` and `fragments`; nothing written."""
+    ray = pytest.importorskip("ray")
+    code = main(argv)
+    err = capsys.readouterr().err
+    first_line = err.splitlines()[0]
+    assert code == 2, err
+    assert first_line.startswith(f"fco-ray: error: {path}")
+    for fragment in fragments:
+        assert fragment in first_line
+    assert "Traceback" not in err
+    if "Haxby" not in err:  # the missing-data message adds how to get the data
+        assert err.count("\n") == 1
+    uri, contents, before = store
+    assert contents() == before  # no experiment, no run, nothing half-written
+    assert sorted(p.name for p in workdir.iterdir()) == [path.name]  # no ./mlflow.db, ./ray_results
+    assert not ray.is_initialized()
+
+
+@pytest.mark.parametrize("changes, fragments", [c[1:] for c in SWEEP_CASES],
+                         ids=[c[0] for c in SWEEP_CASES])
+def test_bad_sweep_file(capsys, store, workdir, changes, fragments):
+    path = workdir / "bad.yaml"
+    path.write_text(yaml.safe_dump(changed({**SWEEP, "tracking": {"uri": store[0]}}, changes)))
+    rejected(capsys, store, workdir, ["sweep", str(path)], path, fragments)
+
+
+@pytest.mark.parametrize("changes, fragments", [c[1:] for c in RUN_CASES], ids=[c[0] for c in RUN_CASES])
+def test_bad_run_file(capsys, store, workdir, changes, fragments):
+    path = workdir / "bad.yaml"
+    path.write_text(yaml.safe_dump(changed({**RUN, "tracking": {"uri": store[0]}}, changes)))
+    rejected(capsys, store, workdir, ["run", str(path)], path, fragments)
+
+
+@pytest.mark.parametrize("command", ["sweep", "run"])
+@pytest.mark.parametrize("text, fragments", [c[1:] for c in TEXT_CASES], ids=[c[0] for c in TEXT_CASES])
+def test_file_that_is_not_yaml_data(capsys, store, workdir, command, text, fragments):
+    marker = workdir.parent / f"pwned-{workdir.name}"  # outside workdir: it must stay empty
+    path = workdir / "bad.yaml"
+    path.write_text(text.replace("{marker}", str(marker)))
+    rejected(capsys, store, workdir, [command, str(path)], path, fragments)
+    assert not marker.exists()  # the tag was never executed
+
+
+@pytest.mark.parametrize("changes, fragments", [
+    ({"bogus": 1}, ["unknown top-level key(s) ['bogus']; allowed:"]),
+    ({"algorithm.client_lr": -0.1}, ["algorithm.client_lr: Input should be greater than 0 (got -0.1)"]),
+    ({"problem.lam": math.nan}, ["problem.lam: Input should be a finite number (got nan)"]),
+    ({"algorithm.clients_per_round": 17}, ["algorithm.clients_per_round must be <= 16", "got 17"]),
+    ({"problem": HAXBY_MISSING}, ["problem.path: no Haxby dataset", "/nonexistent"]),
+    ({"rounds": DROP, "problem": DROP}, ["config needs both 'problem' and 'algorithm' sections"]),
+], ids=["unknown_key", "negative_rate", "nan_regularization", "clients_per_round_above_clients",
+        "missing_data_path", "missing_section"])
+def test_bad_api_call(changes, fragments):
+    with pytest.raises(ConfigError) as err:
+        fco_ray.run(changed(RUN, changes))
+    for fragment in fragments:
+        assert fragment in str(err.value)
+
+
+def test_api_reads_yaml_safely(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "run.yaml"
+    path.write_text(f"problem: !!python/object/apply:os.system ['touch {marker}']\n")
+    with pytest.raises(ConfigError, match=r"run.yaml:1:10: invalid YAML: could not determine a constructor"):
+        fco_ray.run(path)
+    assert not marker.exists()
