@@ -69,7 +69,8 @@ def _node_uniforms(key: Key, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray
         raise ValueError(f"a node has {counts.max()} local steps; at most {(1 << POSITION_BITS) - 1}")
     node = np.repeat(np.arange(len(counts)), counts)
     position = np.arange(len(node)) - np.repeat(np.cumsum(counts) - counts, counts)
-    ids = (np.asarray(key.client_ids, np.uint64)[node] << np.uint64(POSITION_BITS)) | position.astype(np.uint64)
+    ids = np.asarray(key.client_ids, np.uint64)[node] << np.uint64(POSITION_BITS)
+    ids |= position.astype(np.uint64)
     return node, Key(key.seed, key.round, ids, key.step, key.stream).uniform((1,))[:, 0]
 
 
