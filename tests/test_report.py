@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from mlflow import MlflowClient
@@ -363,3 +364,15 @@ def test_cli_report_and_its_errors(real_sweep, tmp_path, capsys):
     assert main(["report", "nope", "--tracking-uri", real_sweep["uri"]]) == 2
     assert "no sweep named 'nope'" in capsys.readouterr().err
     assert main(["report", "real", "--tracking-uri", real_sweep["uri"], "--dashboard", "nope"]) == 2
+
+
+def test_grid_cells_with_a_hyperparameter_only_some_algorithms_have():
+    """A searched key that one algorithm lacks is NaN in its rows; cells must still form."""
+    from fco_ray.report.data import grid_cells
+
+    rows = pd.DataFrame({"lr": [1, 1, 2], "slr": [1, 1, 1], "passes": [np.nan, np.nan, 3.0],
+                         "status": ["finished"] * 3, "loss": [1.0, 2.0, 3.0],
+                         "run_id": ["a", "b", "c"]})
+    cells = grid_cells(rows, "lr", "slr", "loss", "loss", "min", ["passes"])
+    assert cells["value"].tolist() == [1.5, 3.0]
+    assert cells["seeds"].tolist() == [2, 1]

@@ -169,7 +169,9 @@ def grid_cells(rows: pd.DataFrame, x: str, y: str, metric: str, rank_metric: str
     A configuration is its x, y and other `params` values (seed aside); when those others
     vary, a cell shows the configuration the sweep would pick there: the best mean final
     `rank_metric` (by `mode`) among its fully finished configurations."""
-    config = rows[[x, y, *params]].astype(str).agg("|".join, axis=1)
+    # map(str) (not astype(str)): pandas' string dtype keeps NaN, e.g. for a hyperparameter
+    # that only some algorithms have, and "|".join would fail on it
+    config = rows[[x, y, *params]].map(str).agg("|".join, axis=1)
     groups = []
     for _, g in rows.groupby(config):
         status = combined_status(g["status"])
