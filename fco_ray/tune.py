@@ -9,11 +9,13 @@ are validated before Tune starts. Trials report every evaluated round with
 ends with a last report whose metric is the worst value (+inf for min, -inf for max), so it
 ranks last, and the sweep carries on. MLflow runs are written by callbacks on the driver.
 
-Faults: the tracking store is checked before Ray starts (`tracking.check_store`: an
-unreachable store fails the sweep before any trial runs). A trial whose process fails
-(killed, node lost, an error) is rerun by Tune from round 0, at most `tune.max_failures`
-times: trials do not checkpoint, since a rerun with the same seed recomputes the same rows;
-its MLflow child run continues after the last round it logged (no round twice).
+Faults: the tracking store is checked before Ray starts (`tracking.check_store`): an
+unreachable store fails the sweep before any trial runs; a store lost later stops the sweep
+with the `--resume` command, which reruns the unfinished trials and logs what is missing.
+A trial whose process fails (killed, node lost, an error) is rerun by Tune from round 0, at
+most `tune.max_failures` times: trials do not checkpoint, since a rerun with the same seed
+recomputes the same rows; its MLflow child run continues after the last round it logged
+(no round twice).
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ from .backends.ray_backend import STRATEGIES, trial_bundles
 from .config import ConfigError, apply_overrides, load_yaml, parse_run, validate_model
 from .engine import INIT_TAG, evaluate
 from .random import generator
-from .tracking import SweepLog, Store, check_store, default_uri
+from .tracking import SweepLog, Store, TrackingUnavailable, check_store, default_uri
 
 FIXED_POINT_KEYS = ("algorithm.name", "seed")  # set by `algorithms` and `seeds`, not `search`
 
@@ -367,12 +369,30 @@ def _metrics_row(result: dict) -> dict:
 
 class _Driver(tune.Callback):
     """Driver-side hooks: MLflow child runs (SQLite is written by this process only) and
-    one progress line per finished trial."""
+    one progress line per finished trial.
+
+    If an MLflow write fails (the store went away), nothing more is written and the sweep
+    stops at the end of Tune's step (`on_step_end` raises; Tune propagates exceptions from
+    there, not from the trial callbacks): trials stay as they are, so `--resume` reruns the
+    unfinished ones and logs what is missing."""
 
     def __init__(self, sweep: Sweep, log: SweepLog, echo: Callable[[str], None]):
         self.sweep, self.log, self.echo = sweep, log, echo
         self.skipped = set(log.finished())
         self.completed = len(self.skipped)
+        self.store_error: Exception | None = None
+
+    def _write(self, write: Callable, *args) -> None:
+        if self.store_error is None:
+            try:
+                write(*args)
+            except Exception as e:  # noqa: BLE001 - whatever the store raised stops the sweep
+                self.store_error = e
+
+    def on_step_end(self, iteration, trials, **info):
+        if self.store_error is not None:
+            raise TrackingUnavailable(f"the MLflow store {self.log.store.uri} failed: "
+                                      f"{type(self.store_error).__name__}: {self.store_error}")
 
     def __reduce__(self):
         # Tune pickles the RunConfig with the experiment; the live MLflow state must not be
@@ -382,11 +402,11 @@ class _Driver(tune.Callback):
     def on_trial_start(self, iteration, trials, trial, **info):
         if trial.trial_id not in self.skipped:
             config = parse_run(self.sweep.trial_config(trial.config)).model_dump(mode="json")
-            self.log.start(trial.trial_id, config, str(trial))
+            self._write(self.log.start, trial.trial_id, config, str(trial))
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if result.get("status") in ("running", "finished"):
-            self.log.add_row(trial.trial_id, _metrics_row(result))
+            self._write(self.log.add_row, trial.trial_id, _metrics_row(result))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         if trial.trial_id in self.skipped:
@@ -394,20 +414,20 @@ class _Driver(tune.Callback):
         result = trial.last_result or {}
         status = result.get("status", "stopped")
         status = "stopped" if status == "running" else status  # stopped early by the scheduler
-        self.log.end(trial.trial_id, status)
+        self._write(self.log.end, trial.trial_id, status)
         value = result.get(self.sweep.metric, float("nan"))
         self._line(trial, f"{status} at round {result.get('round', 0)}, {self.sweep.metric}={value:.4g}")
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         # the trial process failed and Tune reruns it from scratch (same seed, same rows):
         # keep its rows so far; the rerun's rows up to there are not logged twice
-        self.log.retry(trial.trial_id)
+        self._write(self.log.retry, trial.trial_id)
         self.echo(f"{trial}: failed, rerun by Tune ({trial.num_failures} of at most "
                   f"{self.sweep.spec.tune.max_failures}; details: "
                   f"{Path(trial.local_path or '.') / 'error.txt'})")
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self.log.end(trial.trial_id, "error")
+        self._write(self.log.end, trial.trial_id, "error")
         self._line(trial, f"error (details: {Path(trial.local_path or '.') / 'error.txt'})")
 
     def _line(self, trial, text: str) -> None:
@@ -492,7 +512,12 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                                        max_failures=sweep.spec.tune.max_failures)))
             exp_dir.mkdir(parents=True, exist_ok=True)
             (exp_dir / SWEEP_COPY).write_text(resolved)
-        results = tuner.fit()
+        try:
+            results = tuner.fit()
+        except TrackingUnavailable as e:  # the MLflow store went away (see _Driver)
+            raise SweepInterrupted(
+                f"sweep {sweep.name} stopped: {e}; the rounds logged so far are kept: once "
+                f"the store works, finish it with: fco-ray sweep {path} --resume") from None
         if driver.completed < sweep.num_trials():  # Tune stopped early (e.g. Ctrl-C)
             raise SweepInterrupted(
                 f"sweep {sweep.name} stopped with {driver.completed}/{sweep.num_trials()} trials "

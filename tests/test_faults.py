@@ -32,7 +32,7 @@ from fco_ray.data.text_generator import generate_text_nodes  # noqa: E402
 from fco_ray.engine import run_rounds  # noqa: E402
 from fco_ray.problems.text import SparseTextLogReg  # noqa: E402
 from fco_ray.tracking import Store, children, find_parent, trials_frame  # noqa: E402
-from fco_ray.tune import _Driver, run_sweep  # noqa: E402
+from fco_ray.tune import SweepInterrupted, _Driver, run_sweep  # noqa: E402
 
 LASSO = {"name": "lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
          "samples_per_client": 32}
@@ -241,6 +241,34 @@ def test_killed_trial_is_rerun_once_in_mlflow_and_a_linalg_failure_is_diverged(
     ranked = outcome.results.get_dataframe().sort_values("f1", ascending=False)
     assert list(ranked["config/problem.fail_at_eval"]) == [0, 3] and ranked["f1"].iloc[-1] == -np.inf
     assert "fco.best.feddualavg" in parent.data.tags
+
+
+@pytest.mark.ray
+def test_store_lost_mid_sweep_stops_it_and_resume_logs_every_round_once(cluster, tmp_path,
+                                                                        monkeypatch):
+    path = faults_sweep(tmp_path, problem=LASSO, search={"grid": {"algorithm.client_lr": [0.001, 0.002]}},
+                        algorithm={"clients_per_round": 4, "local_steps": 5})
+    writes, log_rows = [], Store.log_rows
+
+    def store_goes_down(self, *args, **kwargs):
+        writes.append(1)
+        if len(writes) > 1:  # the first batch of rows is written, then the store is gone
+            raise OSError("MLflow store unreachable (injected)")
+        return log_rows(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "log_rows", store_goes_down)
+    with pytest.raises(SweepInterrupted, match=r"stopped: the MLflow store sqlite:.* failed: OSError: MLflow store unreachable "
+                                               r"\(injected\); .* fco-ray sweep .*faults.yaml --resume"):
+        run_sweep(path, storage=tmp_path / "state", echo=lambda line: None)
+    monkeypatch.setattr(Store, "log_rows", log_rows)  # the store is back
+    outcome = run_sweep(path, resume=True, storage=tmp_path / "state", echo=lambda line: None)
+    assert outcome.ok
+    store = Store(outcome.tracking_uri)
+    runs = children(store, find_parent(store, outcome.experiment_id, "faults"))
+    assert len(runs) == 2 and len(store.search(outcome.experiment_id, "")) == 3
+    for run in runs:
+        assert run.info.status == "FINISHED" and run.data.tags["fco.status"] == "finished"
+        assert [m.step for m in store.client.get_metric_history(run.info.run_id, "f1")] == STEPS
 
 
 # --- an MLflow store that cannot be used: fail fast, before any work ---------------------
