@@ -1,16 +1,24 @@
 """Malformed sweep files, run files and API calls: each is rejected before any work with one
 message naming the file, key, value and what is allowed; the CLI exits with code 2; nothing
-is written to MLflow, Tune's storage or Ray (README "Reliability")."""
+is written to MLflow, Tune's storage or Ray. Then the safe defaults: servers in the docs bind
+127.0.0.1, Ray token authentication stays on, nothing unpickles or evaluates untrusted data
+(README "Reliability")."""
 import copy
 import math
+import os
+import re
+from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from mlflow import MlflowClient
 
 import fco_ray
 from fco_ray.cli import main
-from fco_ray.config import ConfigError
+from fco_ray.config import ConfigError, _UniqueKeyLoader
+from fco_ray.data.text_generator import generate_text_nodes
+from fco_ray.problems.text import SparseTextLogReg, data_fingerprint
 
 LASSO = {"name": "lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
          "samples_per_client": 32}
@@ -201,3 +209,73 @@ def test_api_reads_yaml_safely(tmp_path):
     with pytest.raises(ConfigError, match=r"run.yaml:1:10: invalid YAML: could not determine a constructor"):
         fco_ray.run(path)
     assert not marker.exists()
+
+
+# --- safe defaults -------------------------------------------------------------------------
+
+REPO = Path(fco_ray.__file__).resolve().parents[1]
+DOCS = [REPO / "README.md", *REPO.glob("sweeps/*.yaml"), *REPO.glob("dashboards/*.md"),
+        *REPO.glob("benchmarks/*.md")]
+SOURCES = [*REPO.glob("fco_ray/**/*.py"), *REPO.glob("tests/*.py"), *REPO.glob("benchmarks/*.py"),
+           *DOCS, *REPO.glob("dashboards/*.yaml"), REPO / "pyproject.toml"]
+
+
+def test_documented_servers_listen_on_localhost_only():
+    """Every `mlflow ui|server` and `ray start --head` command in the docs binds 127.0.0.1."""
+    commands = [line for path in DOCS for line in path.read_text().splitlines()
+                if re.search(r"mlflow (ui|server)( \S+)* --|ray start( \S+)* --head", line)]
+    assert any("mlflow ui" in c for c in commands) and any("ray start" in c for c in commands)
+    for command in commands:
+        if "mlflow" in command:
+            assert "--host 127.0.0.1" in command, command
+        else:
+            assert "--dashboard-host 127.0.0.1" in command and "--node-ip-address 127.0.0.1" in command
+    assert not [p for p in DOCS if "0.0.0.0" in p.read_text()]
+
+
+def test_ray_token_authentication_is_never_turned_off():
+    disabled = re.compile(r"RAY_AUTH_MODE['\"]?\s*[=:,]\s*['\"]?disabled", re.IGNORECASE)
+    assert [p for p in SOURCES if disabled.search(p.read_text())] == []
+
+
+def test_nothing_unpickles_or_evaluates_untrusted_data():
+    """No pickle-based loader in the package; YAML only through a SafeLoader."""
+    unsafe = re.compile(r"pickle\.loads?\(|allow_pickle\s*=\s*True|joblib\.load|torch\.load|"
+                        r"dill\.|shelve\.open|marshal\.loads?\(|unsafe_load|full_load|FullLoader|"
+                        r"UnsafeLoader|yaml\.Loader\b|(?<![\w.])(eval|exec)\(")
+    found = [f"{p.relative_to(REPO)}:{i}: {line.strip()}"
+             for p in REPO.glob("fco_ray/**/*.py")
+             for i, line in enumerate(p.read_text().splitlines(), 1) if unsafe.search(line)]
+    assert found == []
+    yaml_loads = [line for p in REPO.glob("fco_ray/**/*.py") for line in p.read_text().splitlines()
+                  if re.search(r"yaml\.(load|load_all)\(", line)]
+    assert all("Loader=_UniqueKeyLoader" in line for line in yaml_loads)
+    assert issubclass(_UniqueKeyLoader, yaml.SafeLoader)
+
+
+class _Payload:
+    """Unpickling this runs `touch <marker>`."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_cached_optimum_file_is_never_unpickled(tmp_path, monkeypatch):
+    """A planted cache file holding a pickle (E7's w* cache) is not loaded: w* is solved again."""
+    monkeypatch.setenv("FCO_RAY_CACHE", str(tmp_path / "cache"))
+    train, test = generate_text_nodes(seed=1, clients=6, min_samples=5, max_samples=40, dim=50,
+                                      words_per_doc=6, topics=3)
+    problem = SparseTextLogReg.from_nodes(train, test)
+    cached = tmp_path / "cache" / "optima" / f"{data_fingerprint(problem.train, problem.lam)}.npy"
+    cached.parent.mkdir(parents=True)
+    marker = tmp_path / "pwned"
+    np.save(cached, np.array([_Payload(marker)], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="allow_pickle=False"):
+        np.load(cached)  # what the cache reader does: refuses the pickle
+    optimum = problem.optimum
+    assert not marker.exists()
+    assert optimum.iterations > 0 and np.all(np.isfinite(optimum.w))  # solved, not read
+    assert np.load(cached).dtype == np.float64  # the planted file was replaced by plain numbers
