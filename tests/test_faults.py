@@ -6,7 +6,8 @@
   holds every round exactly once and ends once;
 - a trial whose evaluation raises LinAlgError ends `diverged` with its last finite metrics,
   ranks last, and the sweep carries on;
-- an MLflow store that cannot be reached: the sweep / run fails fast, before any work.
+- an MLflow store that cannot be used: the sweep / run fails fast, before any work;
+- an MLflow store lost mid-sweep: the sweep stops, `--resume` logs every round once.
 """
 import os
 import signal
