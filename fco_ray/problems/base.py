@@ -75,6 +75,12 @@ class ClientData:
         rows = np.asarray(rows)
         return ClientData({k: v[rows] for k, v in self.arrays.items()}, self.sizes[rows])
 
+    def gather(self, name: str, flat: np.ndarray) -> np.ndarray:
+        """Rows of array `name` at flat indices client * max_samples + sample: one flat take
+        is several times faster than 2-D fancy indexing."""
+        v = self.arrays[name]
+        return v.reshape((-1,) + v.shape[2:]).take(flat, axis=0)
+
     def full_weights(self) -> np.ndarray:
         """(clients, max_samples) weights 1/n_c on real rows, 0 on padding."""
         n = self.arrays[next(iter(self.arrays))].shape[1]
@@ -136,13 +142,17 @@ class Problem(abc.ABC):
             batch = {k: v[rows] for k, v in self.train.arrays.items()}
             batch["weight"] = self.train.full_weights()[rows]
             return batch
-        idx = key.integers(self.train.sizes[rows], batch_size)
-        # one flat take is several times faster than 2-D fancy indexing
-        flat = rows[:, None] * self.train.max_samples + idx
-        batch = {k: np.take(v.reshape((-1,) + v.shape[2:]), flat, axis=0)
-                 for k, v in self.train.arrays.items()}
-        batch["weight"] = np.full(idx.shape, 1.0 / batch_size)
+        flat = self.sample_rows(rows, key, batch_size)
+        batch = {k: self.train.gather(k, flat) for k in self.train.arrays}
+        batch["weight"] = np.full(flat.shape, 1.0 / batch_size)
         return batch
+
+    def sample_rows(self, rows: np.ndarray, key: Key, batch_size: int) -> np.ndarray:
+        """(C, B) flat row indices (see `ClientData.gather`) of B samples drawn uniformly with
+        replacement from each client's real rows."""
+        flat = key.integers(self.train.sizes[rows], batch_size)
+        flat += (np.asarray(rows) * self.train.max_samples)[:, None]
+        return flat
 
     def grad(self, params: Params, rows: np.ndarray, key: Key, batch_size: int | None) -> Params:
         """Stochastic gradient (or operator) of clients `rows` at their stacked `params`."""

@@ -19,16 +19,35 @@ RANK_TOL = 1e-4  # singular values above this count towards the rank (E2)
 
 class LinearRegression(Problem):
     def loss_and_grad(self, params: Params, batch):
-        x, y, weight = batch["x"], batch["y"], batch["weight"]
+        xf, resid = self._residuals(params, batch["x"], batch["y"])
+        wr = batch["weight"] * resid
+        return 0.5 * np.einsum("cb,cb->c", wr, resid), self._grads(wr, xf)
+
+    def grad(self, params: Params, rows, key, batch_size):
+        """The minibatch gradient of every local step: the numbers of the generic
+        `loss_and_grad(params, minibatch(...))` (weights 1/B), without computing the loss
+        or building the batch dict (about 6% of an E1 round)."""
+        if batch_size is None:
+            return super().grad(params, rows, key, batch_size)
+        flat = self.sample_rows(rows, key, batch_size)
+        xf, resid = self._residuals(params, self.train.gather("x", flat), self.train.gather("y", flat))
+        resid *= 1.0 / batch_size
+        return self._grads(resid, xf)
+
+    @staticmethod
+    def _residuals(params: Params, x: np.ndarray, y: np.ndarray):
+        """Features as (C, B, P) and residuals r_cb = <x_cb, W_c> + b_c - y_cb, (C, B)."""
         c, b = x.shape[0], x.shape[1]
         xf = x.reshape(c, b, -1)
-        w = params["w"].reshape(c, -1)
-        bias = params["b"].reshape(c, 1)
-        resid = np.matmul(xf, w[:, :, None])[..., 0] + bias - y
-        wr = weight * resid
-        loss = 0.5 * np.einsum("cb,cb->c", wr, resid)
-        grad_w = np.matmul(wr[:, None, :], xf)[:, 0].reshape((c,) + self.shapes["w"])
-        return loss, {"w": grad_w, "b": wr.sum(axis=1)}
+        resid = np.matmul(xf, params["w"].reshape(c, -1, 1))[..., 0]
+        resid += params["b"].reshape(c, 1)
+        resid -= y
+        return xf, resid
+
+    def _grads(self, wr: np.ndarray, xf: np.ndarray) -> Params:
+        """Gradients sum_b wr_cb x_cb (W) and sum_b wr_cb (b) of weighted residuals wr."""
+        c = xf.shape[0]
+        return {"w": np.matmul(wr[:, None, :], xf).reshape((c,) + self.shapes["w"]), "b": wr.sum(axis=1)}
 
     def loss(self, params: Params) -> float:
         """F(W, b) = (1/M) sum_m sum_i weight_mi 1/2 (<x_mi, W> + b - y_mi)^2, without the
