@@ -558,6 +558,8 @@ def markdown(res: dict) -> str:
           f"{bw['stream_gbs']:.1f} GB/s counting read + write (STREAM convention; best "
           f"{bw['best_stream_gbs']:.1f}), i.e. {bw['array_gbs']:.1f} GB/s of array copied. "
           "The roofline time of a round is (bytes a round must touch) / (STREAM GB/s).", ""]
+    if res.get("targets"):
+        L += ["## Targets (issue 8)", ""] + [f"- {t}" for t in res["targets"]] + [""]
     if "local" in res:
         L += ["## 1. Local backend at paper scale (FedDualAvg, K=10, B=10, 10 clients/round)", ""]
         L += table(res["local"], [
@@ -629,8 +631,6 @@ def markdown(res: dict) -> str:
                   f"Ray start and one report -> **{x['minutes']:.1f} minutes**. All trials here are "
                   "stable; in the real grid the largest rates diverge and stop early, so this is an "
                   "upper bound.", ""]
-    if "targets" in res:
-        L += ["## Targets", ""] + [f"- {t}" for t in res["targets"]] + [""]
     L += ["## Raw results (JSON)", "", "```json", json.dumps(res, indent=1, default=str), "```", ""]
     return "\n".join(L)
 
@@ -642,7 +642,8 @@ def targets(res: dict) -> list[str]:
         worst = min(e1["speedup_vs_key"], e1["speedup_vs_numpy"])
         out.append(f"E1 local backend vs per-client loop >= 10x: {worst:.1f}x (vs the faster loop) -> "
                    f"{'met' if worst >= 10 else 'MISSED'}")
-        out.append(f"E1 local backend >= 30% of roofline: {100 * e1['roofline_frac']:.0f}% -> "
+        out.append(f"E1 local backend >= 30% of roofline: {100 * e1['roofline_frac']:.0f}% by wall time "
+                   f"({100 * e1['roofline_frac_cpu']:.0f}% by CPU time) -> "
                    f"{'met' if e1['roofline_frac'] >= 0.3 else 'MISSED'}")
     if "ray" in res and "single_node" in res["ray"]:
         worst = max(r["overhead_per_actor_ms"] for r in res["ray"]["single_node"])
