@@ -544,7 +544,9 @@ def _tune_config(sweep: Sweep) -> tune.TuneConfig:
             reduction_factor=settings.reduction_factor)
     return tune.TuneConfig(
         metric=settings.metric, mode=settings.mode, scheduler=scheduler,
-        num_samples=sweep.spec.search.samples, max_concurrent_trials=settings.max_concurrent,
-        search_alg=BasicVariantGenerator(random_state=sweep.spec.search.seed),
+        num_samples=sweep.spec.search.samples,
+        # Tune ignores max_concurrent_trials when a search_alg is given: the generator limits it
+        search_alg=BasicVariantGenerator(random_state=sweep.spec.search.seed,
+                                         max_concurrent=settings.max_concurrent or 0),
         trial_name_creator=trial_name, trial_dirname_creator=trial_dirname,
         reuse_actors=True)  # a new trial process costs seconds (imports); trials are stateless
