@@ -4,7 +4,10 @@ import pytest
 from scipy.optimize import minimize
 from sklearn.linear_model import Lasso
 
+from fco_ray import kernels
+from fco_ray.problems.base import Problem
 from fco_ray.problems.linear import _ar1_gaussian, make_lasso, support_metrics
+from fco_ray.random import Key
 from fco_ray.solvers import solve_centralized
 
 from .helpers import small_lasso, small_lowrank
@@ -108,3 +111,82 @@ def test_lowrank_metrics_rank_and_recovery():
     problem = small_lowrank(dim=5, rank=2)
     m = problem.evaluate({"w": problem.info["w_true"], "b": np.array(0.0)})
     assert m["rank"] == 2 and m["recovery_error"] == 0.0
+
+
+# ---------------------------------------------------------------- compiled minibatch gradient
+
+
+def unequal_lasso():
+    return make_lasso(seed=2, lam=0.1, clients=4, samples_per_client=[3, 5, 7, 9], dim=6, support=2,
+                      val_clients=1, bias="gaussian", correlation=0.5, noise=1.0)
+
+
+GRAD_PROBLEMS = {"lasso": small_lasso, "lowrank": small_lowrank, "lasso_unequal_sizes": unequal_lasso}
+
+
+def assert_grads_close(got, ref):
+    assert set(got) == set(ref)
+    for k in ref:
+        assert got[k].shape == ref[k].shape
+        scale = np.abs(ref[k]).max()
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-12, atol=1e-12 * scale, err_msg=k)
+
+
+@pytest.mark.parametrize("name", GRAD_PROBLEMS)
+def test_compiled_grad_equals_the_generic_gather_and_loss_and_grad(name):
+    problem = GRAD_PROBLEMS[name]()
+    rng = np.random.default_rng(1)
+    rows = np.array([0, 2, 3])  # not all clients: the flat row offsets matter
+    w_shape = problem.shapes["w"]
+    stacked = {"w": rng.standard_normal((3,) + w_shape), "b": rng.standard_normal(3)}
+    single = {"w": rng.standard_normal(w_shape), "b": np.array(0.4)}
+    broadcast = {k: np.broadcast_to(v, (3,) + v.shape) for k, v in single.items()}  # read-only views
+    for params in (stacked, broadcast):
+        for batch_size in (1, 3, 4, 5, 10):
+            key = Key(3, 1, rows, step=batch_size)
+            got = problem.grad(params, rows, key, batch_size)
+            ref = Problem.grad(problem, params, rows, key, batch_size)
+            assert_grads_close(got, ref)
+    assert not broadcast["w"].flags.writeable  # still the caller's view, untouched
+    np.testing.assert_array_equal(broadcast["w"][2], single["w"])
+
+
+@pytest.mark.parametrize("name", ["lasso", "lowrank"])
+def test_compiled_grad_keeps_nan_detectable(name):
+    problem = GRAD_PROBLEMS[name]()
+    rng = np.random.default_rng(2)
+    rows = np.array([1, 2, 4])
+    params = {"w": rng.standard_normal((3,) + problem.shapes["w"]), "b": rng.standard_normal(3)}
+    params["w"].reshape(3, -1)[1, 0] = np.nan
+    for batch_size in (3, 5):
+        g = problem.grad(params, rows, Key(0, 0, rows), batch_size)
+        assert np.all(np.isnan(g["w"][1])) and np.isnan(g["b"][1])
+        assert np.all(np.isfinite(g["w"][[0, 2]])) and np.all(np.isfinite(g["b"][[0, 2]]))
+    params["w"].reshape(3, -1)[1, 0] = 0.0
+    params["b"][2] = np.nan
+    g = problem.grad(params, rows, Key(0, 0, rows), 4)
+    assert np.all(np.isnan(g["w"][2])) and np.isnan(g["b"][2])
+    assert np.all(np.isfinite(g["w"][:2]))
+
+
+def test_linear_grad_kernel_on_a_hand_computed_example():
+    """2 clients, 2 sampled rows each, dim 3; gradient of sum_j scale/2 (<x_i, w_c> + b_c - y_i)^2."""
+    x = np.array([[1.0, 0.0, 2.0],
+                  [0.0, 1.0, -1.0],
+                  [2.0, 1.0, 0.0],
+                  [1.0, 1.0, 1.0]])
+    y = np.array([1.0, 2.0, 0.0, 3.0])
+    w = np.array([[1.0, 2.0, 3.0], [0.0, -1.0, 1.0]])
+    b = np.array([0.5, 2.0])
+    # client 0, rows 0 and 1: residuals 0.5 * (7 + 0.5 - 1) = 3.25 and 0.5 * (-1 + 0.5 - 2) = -1.25
+    #   grad w = 3.25 [1, 0, 2] - 1.25 [0, 1, -1] = [3.25, -1.25, 7.75], grad b = 2.0
+    # client 1, row 3 twice (with replacement): residual 0.5 * (0 + 2 - 3) = -0.5 each
+    #   grad w = 2 * -0.5 [1, 1, 1] = [-1, -1, -1], grad b = -1.0
+    gw, gb = kernels.linear_grad(x, y, np.array([[0, 1], [3, 3]]), w, b, 0.5)
+    np.testing.assert_array_equal(gw, [[3.25, -1.25, 7.75], [-1.0, -1.0, -1.0]])
+    np.testing.assert_array_equal(gb, [2.0, -1.0])
+    # the same rows repeated: 4 rows (one block of four) and 6 rows (a block plus a remainder)
+    for reps in (2, 3):
+        gw, gb = kernels.linear_grad(x, y, np.tile(np.array([[0, 1], [3, 3]]), reps), w, b, 0.5)
+        np.testing.assert_array_equal(gw, reps * np.array([[3.25, -1.25, 7.75], [-1.0, -1.0, -1.0]]))
+        np.testing.assert_array_equal(gb, reps * np.array([2.0, -1.0]))

@@ -54,6 +54,56 @@ def test_soft_threshold_matches_scalar_formula():
     np.testing.assert_array_equal(P.soft_threshold(x, 1.0), expected)
 
 
+def soft_threshold_definition(x, tau):
+    return np.sign(x) * np.maximum(np.abs(x) - tau, 0)
+
+
+def soft_threshold_inputs(rng):
+    """float64 arrays of several shapes and layouts, with values at and around +-tau = 0.7."""
+    cube = rng.standard_normal((4, 5, 6)) * 2
+    cube.flat[:6] = [0.7, -0.7, 0.0, -0.0, 0.7000000000000001, -0.6999999999999999]
+    yield "0-d", np.array(-1.9)
+    yield "1-d", cube[0, 0].copy()
+    yield "3-d", cube
+    yield "transposed", cube.transpose(2, 0, 1)
+    yield "strided", cube[::2, 1:, ::3]
+    yield "reversed", cube[::-1, :, ::-2]
+    yield "broadcast (read-only)", np.broadcast_to(cube[0, 0], (3, 6))
+
+
+def test_soft_threshold_equals_the_definition_on_float64_arrays(rng):
+    tau = 0.7
+    for name, x in soft_threshold_inputs(rng):
+        before = x.copy()
+        out = P.soft_threshold(x, tau)
+        assert out.shape == x.shape and out.dtype == np.float64, name
+        assert not np.shares_memory(out, x), name
+        np.testing.assert_array_equal(out, soft_threshold_definition(x, tau), err_msg=name)
+        np.testing.assert_array_equal(x, before, err_msg=name)  # input not modified
+    # a Python float and a NumPy scalar tau
+    x = rng.standard_normal(7)
+    np.testing.assert_array_equal(P.soft_threshold(x, np.float64(0.3)), soft_threshold_definition(x, 0.3))
+    np.testing.assert_array_equal(P.soft_threshold(2.5, 1.0), 1.5)
+
+
+def test_soft_threshold_float32_equals_the_float32_definition(rng):
+    x = (rng.standard_normal((3, 4)) * 2).astype(np.float32)
+    before = x.copy()
+    out = P.soft_threshold(x, 0.3)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, soft_threshold_definition(x, np.float32(0.3)))
+    np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_soft_threshold_propagates_nan_and_inf(dtype):
+    x = np.array([np.nan, np.inf, -np.inf, 1.5, -0.2], dtype=dtype)
+    out = P.soft_threshold(x, 0.5)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out, np.array([np.nan, np.inf, -np.inf, 1.0, 0.0], dtype=dtype))
+    assert np.isnan(P.soft_threshold(np.array(np.nan, dtype=dtype), 0.5))
+
+
 def test_soft_threshold_is_the_l1_prox(rng):
     x, tau = rng.standard_normal(5) * 2, 0.7
     objective = lambda u: tau * l1(u) + 0.5 * np.sum((u - x) ** 2)
