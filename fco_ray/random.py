@@ -62,13 +62,14 @@ class Key:
         return bits.reshape(ids.shape + tuple(shape))
 
     def uniform(self, shape: tuple[int, ...]) -> np.ndarray:
-        """Uniform floats in the open interval (0, 1): ((bits >> 11) + 1/2) / 2^53."""
+        """Uniform floats in the open interval (0, 1): ((bits >> 11) + 1/2) / 2^53, at most
+        1 - 2^-53 (the largest bits would round to 1.0: a tie broken to even)."""
         bits = self._bits(shape)
         bits >>= np.uint64(11)
         u = bits.astype(np.float64)
         u += 0.5
         u *= 1.0 / 2.0**53
-        return u
+        return np.minimum(u, 1.0 - 2.0**-53, out=u)
 
     def integers(self, highs: np.ndarray, size: int) -> np.ndarray:
         """(clients, size) integers, row c uniform in [0, highs[c]): min(floor(u h_c), h_c - 1)
