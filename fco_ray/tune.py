@@ -43,6 +43,7 @@ from .api import make_problem, run
 from .backends.ray_backend import STRATEGIES, trial_bundles
 from .config import ConfigError, apply_overrides, load_yaml, parse_run, validate_model
 from .engine import INIT_TAG, evaluate
+from .problems.base import Problem
 from .random import generator
 from .tracking import SweepLog, Store, TrackingUnavailable, check_store, default_uri
 
@@ -332,6 +333,7 @@ def train_trial(point: dict, sweep: Sweep, finished: dict) -> None:
         tune.report(sweep.final_report(done["metrics"], done["round"], done["status"]))
         return
     config = sweep.trial_config(point)
+    problem = _problem_of(config)
     last = {"round": 0}
 
     def on_eval(row: dict) -> None:
@@ -340,13 +342,33 @@ def train_trial(point: dict, sweep: Sweep, finished: dict) -> None:
         tune.report({**row, "timesteps_total": row["round"], "status": status})
 
     try:
-        diverged = run(config, on_eval=on_eval).attrs["status"] == "diverged"
+        diverged = run(config, problem=problem, on_eval=on_eval).attrs["status"] == "diverged"
     except np.linalg.LinAlgError:
         # an SVD of a non-finite client iterate (nuclear prox) fails before the engine
         # sees the non-finite values: that is divergence too
         diverged = True
     if diverged:
         tune.report(sweep.final_report({}, last["round"], "diverged"))
+
+
+#: The last problem built in this trial process, with its key. Tune reuses trial processes
+#: (`reuse_actors`) and orders grid trials seed by seed, so consecutive trials mostly share
+#: their problem: E1's data takes ~0.3 s to build, ~15% of a 2000-round E1 trial. One
+#: problem at most, the one the process held anyway. Problems are not modified by runs
+#: (CoCoA+'s node-side duals are keyed per run).
+_last_problem: tuple[str, Problem] | None = None
+
+
+def _problem_of(config: dict) -> Problem:
+    """The trial's problem: built from its problem section and seed, or the last one built
+    in this process from the same ones."""
+    global _last_problem
+    cfg = parse_run(config)
+    key = json.dumps([cfg.problem.model_dump(mode="json"), cfg.seed], sort_keys=True)
+    if _last_problem is None or _last_problem[0] != key:
+        _last_problem = None  # free the old problem's memory before building the new one
+        _last_problem = (key, make_problem(cfg))
+    return _last_problem[1]
 
 
 def trial_name(trial) -> str:
@@ -484,6 +506,7 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             raise ConfigError(f"--resume: {path} (with these --set values) differs from the "
                               f"sweep being resumed ({kept}); resume with the same file and values")
     check_store(sweep.tracking_uri)  # fail fast: before Ray starts and any trial runs
+    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # the loggers: `tune_loggers`
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local")
@@ -494,7 +517,7 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
         echo(f"sweep {sweep.name}: {sweep.num_trials()} trials; Tune state {exp_dir}; "
              f"MLflow {store.uri} experiment {sweep.experiment!r}")
         driver = _Driver(sweep, log, echo)
-        callbacks = [driver]
+        callbacks = [driver, *tune_loggers()]
         trainable = tune.with_resources(
             tune.with_parameters(train_trial, sweep=sweep, finished=log.finished()),
             _TrialResources(sweep))
@@ -532,6 +555,17 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
     finally:
         if started_ray:
             ray.shutdown()
+
+
+def tune_loggers() -> list:
+    """Tune's own per-trial result files: `result.json` and `progress.csv` in each trial's
+    directory, as Tune writes by default, but not its TensorBoard event files (MLflow is
+    this platform's store). Tune adds all three unless TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1,
+    which `run_sweep` sets: the TensorBoard writer adds driver work to every reported round
+    and its files duplicate what MLflow holds (benchmarks/README.md)."""
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    return [JsonLoggerCallback(), CSVLoggerCallback()]
 
 
 def _tune_config(sweep: Sweep) -> tune.TuneConfig:
