@@ -56,6 +56,12 @@ def trial_bundles(backend_cfg: dict) -> list[dict]:
     return [{"CPU": 1}] + [{"CPU": cpus}] * actors
 
 
+#: Broadcasts up to this size are sent inline with each actor call instead of through the
+#: object store: for E1's 8 KB payload a `ray.put` per round cost more than the call itself
+#: (benchmarks/README.md). Ray's own limit for inlining task arguments is 100 KiB.
+INLINE_BYTES = 64 * 1024
+
+
 def _nbytes(tree) -> int:
     """Bytes of the arrays in a (nested) dict / tuple of arrays and scalars."""
     if isinstance(tree, dict):
@@ -212,9 +218,11 @@ class RayBackend:
         if algorithm is not self._algorithm:  # a new algorithm object: put it once
             self._algorithm, self._algorithm_ref = algorithm, ray.put(algorithm)
         owner = np.searchsorted(self.starts, ids, side="right") - 1
-        payload_ref = ray.put(payload)
+        # a small payload travels inside each call; a large one goes to the object store
+        # once and every actor reads it from there
+        shared = payload if _nbytes(payload) <= INLINE_BYTES else ray.put(payload)
         called = np.unique(owner).tolist()
-        calls = [self.actors[a].map_clients.remote([self._algorithm_ref], payload_ref,
+        calls = [self.actors[a].map_clients.remote([self._algorithm_ref], shared,
                                                    ids[owner == a], key.seed, key.round)
                  for a in called]
         results = self._get(calls)
