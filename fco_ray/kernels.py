@@ -1,4 +1,4 @@
-"""Compiled inner loops (numba) for the two hot spots of a local step.
+"""Compiled inner loops (numba) for the hot spots of a local step.
 
 - `keyed_bits` / `keyed_integers`: the counter-based random numbers of `fco_ray.random`
   (SplitMix64 of a key prefix, client id and element counter), one compiled loop instead of
@@ -8,6 +8,7 @@
   sampled row is read once from the client data (no gathered copy of the minibatch), its
   residual and its contribution to the gradient are computed while it is in cache. Same
   numbers as gather + two `matmul`s up to summation order (tests/test_linear_problems.py).
+- `soft_threshold`: the l1 prox in one pass (tests/test_prox.py).
 
 Kernels are compiled on first use and cached next to this file (`cache=True`), so a new
 process (a Ray worker, a test) loads them in milliseconds after the first compilation.
