@@ -49,7 +49,7 @@ class RunConfig(_Strict):
     algorithm: SerializeAsAny[Hyper]
     rounds: int = Field(100, ge=1)
     eval_every: int = Field(10, ge=1)
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, lt=2**63)  # a 64-bit key part (fco_ray.random)
     backend: BackendConfig = LocalBackendConfig()
     tracking: TrackingConfig = TrackingConfig()
 

@@ -35,8 +35,21 @@ def _mix(z):
 
 
 @njit(cache=True)
-def keyed_bits(prefix, ids, count):
-    """(clients, count) uint64: bits[c, j] = mix(mix(prefix ^ id_c * gamma) + (j + 1) * gamma)."""
+def key_prefix(seed, rnd, step, stream):
+    """The hash of a key's scalar parts: h = 0x5EED, then h = mix(h ^ (part + gamma)) for
+    part in (seed, round, step, stream) (parts >= 0; uint64 wrapping arithmetic)."""
+    h = np.uint64(0x5EED)
+    h = _mix(h ^ (np.uint64(seed) + GOLDEN))
+    h = _mix(h ^ (np.uint64(rnd) + GOLDEN))
+    h = _mix(h ^ (np.uint64(step) + GOLDEN))
+    return _mix(h ^ (np.uint64(stream) + GOLDEN))
+
+
+@njit(cache=True)
+def keyed_bits(seed, rnd, step, stream, ids, count):
+    """(clients, count) uint64: bits[c, j] = mix(mix(prefix ^ id_c * gamma) + (j + 1) * gamma)
+    with prefix = key_prefix(seed, rnd, step, stream)."""
+    prefix = key_prefix(seed, rnd, step, stream)
     out = np.empty((ids.size, count), np.uint64)
     for c in range(ids.size):
         h = _mix(prefix ^ (ids[c] * GOLDEN))
@@ -48,10 +61,11 @@ def keyed_bits(prefix, ids, count):
 
 
 @njit(cache=True)
-def keyed_integers(prefix, ids, highs, count):
+def keyed_integers(seed, rnd, step, stream, ids, highs, count):
     """(clients, count) int64, row c uniform in [0, highs[c]): min(floor(u h_c), h_c - 1) with
     u = ((bits >> 11) + 1/2) / 2^53 the uniform of `keyed_bits` (the same numbers as
     `Key.uniform`, then the same float products)."""
+    prefix = key_prefix(seed, rnd, step, stream)
     out = np.empty((ids.size, count), np.int64)
     for c in range(ids.size):
         h = _mix(prefix ^ (ids[c] * GOLDEN))

@@ -15,26 +15,8 @@ from scipy.special import ndtri
 
 from . import kernels
 
-_MASK = (1 << 64) - 1
-_GAMMA = 0x9E3779B97F4A7C15  # the golden gamma of SplitMix64
-
 # stream tags: distinct draws of the same client and step never share numbers
 BATCH, NOISE, NOISE2, PERMUTATION, OTHER = 1, 2, 3, 4, 5
-
-
-def _mix_int(z: int) -> int:
-    """SplitMix64 finalizer on a Python int (the scalar part of a key; the per-client and
-    per-element part is compiled: `fco_ray.kernels`)."""
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return z ^ (z >> 31)
-
-
-def _prefix(*parts: int) -> int:
-    h = 0x5EED
-    for part in parts:
-        h = _mix_int(h ^ ((int(part) + _GAMMA) & _MASK))
-    return h
 
 
 @dataclass(frozen=True)
@@ -50,15 +32,13 @@ class Key:
     def with_step(self, step: int, stream: int = BATCH) -> "Key":
         return Key(self.seed, self.round, self.client_ids, step, stream)
 
-    def _prefix(self) -> np.uint64:
-        return np.uint64(_prefix(self.seed, self.round, self.step, self.stream))
-
     def _bits(self, shape: tuple[int, ...]) -> np.ndarray:
         """uint64 array of shape (clients, *shape):
         bits[c, j] = mix(mix(prefix ^ id_c * gamma) + (j + 1) * gamma), with prefix a hash of
-        (seed, round, step, stream)."""
+        (seed, round, step, stream) (`kernels.key_prefix`)."""
         ids = np.asarray(self.client_ids, dtype=np.uint64)
-        bits = kernels.keyed_bits(self._prefix(), ids.reshape(-1), math.prod(shape))
+        bits = kernels.keyed_bits(self.seed, self.round, self.step, self.stream, ids.reshape(-1),
+                                  math.prod(shape))
         return bits.reshape(ids.shape + tuple(shape))
 
     def uniform(self, shape: tuple[int, ...]) -> np.ndarray:
@@ -78,7 +58,7 @@ class Key:
         highs = np.ascontiguousarray(highs, dtype=np.int64)
         if highs.shape != ids.shape:
             raise ValueError(f"highs: one per client ({ids.shape}), got shape {highs.shape}")
-        return kernels.keyed_integers(self._prefix(), ids, highs, size)
+        return kernels.keyed_integers(self.seed, self.round, self.step, self.stream, ids, highs, size)
 
     def normal(self, shape: tuple[int, ...]) -> np.ndarray:
         """Standard normal floats of shape (clients, *shape) by inverse-CDF transform."""

@@ -42,9 +42,14 @@ def weighted_sum(algorithm, problem, payload, rows, key: Key) -> tuple[dict, flo
         messages = algorithm.client_update(problem, payload, rows[part],
                                            dataclasses.replace(key, client_ids=ids[part]))
         weights = algorithm.client_weights(problem, rows[part])
-        parts.append(({k: np.tensordot(weights, v, axes=1) for k, v in messages.items()},
-                      float(weights.sum())))
+        parts.append(({k: _weighted(weights, v) for k, v in messages.items()}, float(weights.sum())))
     return add_sums(parts)
+
+
+def _weighted(weights: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """sum_c weights[c] * v[c] (one matrix-vector product; np.tensordot costs 4x more here)."""
+    v = np.asarray(v)
+    return (weights @ v.reshape(len(weights), -1)).reshape(v.shape[1:])
 
 
 def add_sums(parts: list[tuple[dict, float]]) -> tuple[dict, float]:
