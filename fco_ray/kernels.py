@@ -4,7 +4,8 @@
   (SplitMix64 of a key prefix, client id and element counter), one compiled loop instead of
   about 20 NumPy calls on small arrays. The numbers are bit-for-bit those of the formula
   (tests/test_random.py checks them against a pure-Python SplitMix64).
-- `linear_grad`: the minibatch gradient of a linear model with squared loss, fused: each
+- `linear_grad` / `sampled_linear_grad`: the minibatch gradient of a linear model with
+  squared loss (the second also draws the minibatch, as `Problem.sample_rows`), fused: each
   sampled row is read once from the client data (no gathered copy of the minibatch), its
   residual and its contribution to the gradient are computed while it is in cache. Same
   numbers as gather + two `matmul`s up to summation order (tests/test_linear_problems.py).
@@ -130,6 +131,19 @@ def linear_grad(x, y, flat, w, b, scale):
                 out[p] += r0 * x0[p]
         gb[c] = total
     return gw, gb
+
+
+@njit(cache=True)
+def sampled_linear_grad(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, w, b):
+    """`linear_grad` of a minibatch of `batch` rows per client drawn as `Problem.sample_rows`
+    draws them: client c (key id ids[c], sizes[c] real rows from row offsets[c] of x) takes
+    rows offsets[c] + keyed_integers(seed, rnd, step, stream, ids, sizes, batch)[c], with
+    weights 1 / batch. One compiled call per local step."""
+    flat = keyed_integers(seed, rnd, step, stream, ids, sizes, batch)
+    for c in range(flat.shape[0]):
+        for j in range(batch):
+            flat[c, j] += offsets[c]
+    return linear_grad(x, y, flat, w, b, 1.0 / batch)
 
 
 @njit(cache=True)

@@ -28,19 +28,27 @@ class LinearRegression(Problem):
 
     def grad(self, params: Params, rows, key, batch_size):
         """The minibatch gradient of every local step: the numbers of the generic
-        `loss_and_grad(params, minibatch(...))` (weights 1/B) up to summation order, from
-        one compiled pass over the sampled rows (`kernels.linear_grad`: no gathered copy of
-        the minibatch, no loss)."""
+        `loss_and_grad(params, minibatch(...))` (weights 1/B, rows from `sample_rows`) up to
+        summation order, from one compiled call that draws the rows and makes one pass over
+        them (`kernels.sampled_linear_grad`: no gathered copy of the minibatch, no loss)."""
         if batch_size is None:
             return super().grad(params, rows, key, batch_size)
-        flat = self.sample_rows(rows, key, batch_size)
-        x, y = self.train.arrays["x"], self.train.arrays["y"]
-        c = flat.shape[0]
-        gw, gb = kernels.linear_grad(
-            x.reshape(-1, math.prod(self.shapes["w"])), y.reshape(-1), flat,
+        rows = np.asarray(rows)
+        c = len(rows)
+        gw, gb = kernels.sampled_linear_grad(
+            self._x_rows, self.train.arrays["y"].reshape(-1),
+            key.seed, key.round, key.step, key.stream,
+            np.asarray(key.client_ids, dtype=np.uint64).reshape(-1),
+            self.train.sizes[rows], rows * self.train.max_samples, batch_size,
             np.ascontiguousarray(params["w"]).reshape(c, -1),
-            np.ascontiguousarray(params["b"]).reshape(c), 1.0 / batch_size)
+            np.ascontiguousarray(params["b"]).reshape(c))
         return {"w": gw.reshape((c,) + self.shapes["w"]), "b": gb}
+
+    @property
+    def _x_rows(self) -> np.ndarray:
+        """All training samples as rows: (clients * max_samples, P) (a view)."""
+        x = self.train.arrays["x"]
+        return x.reshape(-1, math.prod(self.shapes["w"]))
 
     @staticmethod
     def _residuals(params: Params, x: np.ndarray, y: np.ndarray):
