@@ -145,3 +145,22 @@ def test_invalid_search_spaces_are_rejected_before_tune(tmp_path, search, messag
 def test_metric_must_be_reported(tmp_path):
     with pytest.raises(ConfigError, match="tune.metric: 'rank' is not reported by fedmid"):
         load_sweep(write_sweep(tmp_path, tune={"metric": "rank"}))
+
+
+def test_a_trial_process_reuses_the_last_problem_only_for_the_same_problem_and_seed():
+    from fco_ray.tune import _problem_of
+
+    base = {"problem": PROBLEM, "algorithm": {"name": "fedmid", "clients_per_round": 4},
+            "rounds": 3, "eval_every": 1, "seed": 0}
+    first = _problem_of(base)
+    assert _problem_of({**base, "algorithm": {"name": "feddualavg", "client_lr": 0.5}}) is first
+    other_seed = _problem_of({**base, "seed": 1})
+    assert other_seed is not first
+    assert not np.array_equal(other_seed.train.arrays["x"], first.train.arrays["x"])
+    other_problem = _problem_of({**base, "seed": 1, "problem": {**PROBLEM, "lam": 0.2}})
+    assert other_problem is not other_seed and other_problem.psi.regs["w"].lam == 0.2
+    # a run on the reused problem equals a run that builds its own
+    cfg = {**base, "seed": 1, "problem": {**PROBLEM, "lam": 0.2}}
+    reused = fco_ray.run(cfg, problem=_problem_of(cfg))
+    fresh = fco_ray.run(cfg)
+    assert np.allclose(reused["train_loss"], fresh["train_loss"], rtol=0, atol=0)
