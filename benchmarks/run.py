@@ -510,8 +510,7 @@ def section_sweep(out: dict, quick: bool, repeats: int) -> None:
     finally:
         ray.shutdown()
     # cost of a report: the same 4 trials reporting twice vs every round, one trial at a
-    # time (a 1-CPU cluster: Tune ignores tune.max_concurrent with the runner's
-    # BasicVariantGenerator search algorithm)
+    # time (a 1-CPU cluster: no second trial shares the machine with the one measured)
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         one = {"algorithm.client_lr": [1e-3], "algorithm.server_lr": [1.0]}
