@@ -91,8 +91,9 @@ def linear_grad(x, y, flat, w, b, scale):
 
     Rows are taken four at a time: four residual dot products in one pass over w, then one
     pass adding the four rows to the gradient. Four rows streamed at once keep more memory
-    reads in flight than one (the rows of a fresh client come from DRAM): 39 us instead of
-    57 us for an E1 step of 10 clients x 10 rows from cold memory (benchmarks/README.md).
+    reads in flight than one (the rows of a fresh client come from DRAM): 32 us instead of
+    47 us for an E1 step of 10 clients x 10 rows from cold memory
+    (benchmarks/results/step_profile.md).
     """
     clients, batch = flat.shape
     dim = x.shape[1]
