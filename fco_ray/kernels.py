@@ -53,11 +53,11 @@ def keyed_bits(seed, rnd, step, stream, ids, count):
     prefix = key_prefix(seed, rnd, step, stream)
     out = np.empty((ids.size, count), np.uint64)
     for c in range(ids.size):
-        h = _mix(prefix ^ (ids[c] * GOLDEN))
-        step = GOLDEN
+        h = _mix(prefix ^ (np.uint64(ids[c]) * GOLDEN))
+        ctr = GOLDEN
         for j in range(count):
-            out[c, j] = _mix(h + step)
-            step += GOLDEN
+            out[c, j] = _mix(h + ctr)
+            ctr += GOLDEN
     return out
 
 
@@ -69,13 +69,13 @@ def keyed_integers(seed, rnd, step, stream, ids, highs, count):
     prefix = key_prefix(seed, rnd, step, stream)
     out = np.empty((ids.size, count), np.int64)
     for c in range(ids.size):
-        h = _mix(prefix ^ (ids[c] * GOLDEN))
+        h = _mix(prefix ^ (np.uint64(ids[c]) * GOLDEN))
         high = highs[c]
-        step = GOLDEN
+        ctr = GOLDEN
         for j in range(count):
-            u = (np.float64(_mix(h + step) >> _S11) + 0.5) * _TWO_M53
+            u = (np.float64(_mix(h + ctr) >> _S11) + 0.5) * _TWO_M53
             out[c, j] = min(np.int64(u * np.float64(high)), high - 1)
-            step += GOLDEN
+            ctr += GOLDEN
     return out
 
 

@@ -47,7 +47,7 @@ def soft_threshold(x, tau: float) -> np.ndarray:
     x = _as_float(x)
     if tau == 0:
         return x.copy()
-    if x.dtype == np.float64 and np.ndim(tau) == 0:  # one compiled pass (fco_ray.kernels)
+    if x.dtype == np.float64 and np.ndim(tau) == 0 and math.isfinite(tau):  # one compiled pass
         return kernels.soft_threshold(np.ascontiguousarray(x).reshape(-1), float(tau)).reshape(x.shape)
     return x - np.clip(x, -tau, tau)
 

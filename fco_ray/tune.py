@@ -24,6 +24,7 @@ import itertools
 import json
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -353,9 +354,9 @@ def train_trial(point: dict, sweep: Sweep, finished: dict) -> None:
 
 #: The last problem built in this trial process, with its key. Tune reuses trial processes
 #: (`reuse_actors`) and orders grid trials seed by seed, so consecutive trials mostly share
-#: their problem: E1's data takes ~0.3 s to build, ~15% of a 2000-round E1 trial. One
-#: problem at most, the one the process held anyway. Problems are not modified by runs
-#: (CoCoA+'s node-side duals are keyed per run).
+#: their problem (building E1's data: benchmarks/results/step_profile.md). One problem at
+#: most, the one the process held anyway. Runs do not modify problems, except for state
+#: kept with the client data per run (CoCoA+'s duals in `train.memory`), dropped on reuse.
 _last_problem: tuple[str, Problem] | None = None
 
 
@@ -368,7 +369,11 @@ def _problem_of(config: dict) -> Problem:
     if _last_problem is None or _last_problem[0] != key:
         _last_problem = None  # free the old problem's memory before building the new one
         _last_problem = (key, make_problem(cfg))
-    return _last_problem[1]
+    problem = _last_problem[1]
+    memory = getattr(problem.train, "memory", None)
+    if memory:  # earlier trials' per-run client state (e.g. CoCoA+ duals)
+        memory.clear()
+    return problem
 
 
 def trial_name(trial) -> str:
@@ -506,7 +511,6 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             raise ConfigError(f"--resume: {path} (with these --set values) differs from the "
                               f"sweep being resumed ({kept}); resume with the same file and values")
     check_store(sweep.tracking_uri)  # fail fast: before Ray starts and any trial runs
-    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # the loggers: `tune_loggers`
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local")
@@ -536,7 +540,8 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             exp_dir.mkdir(parents=True, exist_ok=True)
             (exp_dir / SWEEP_COPY).write_text(resolved)
         try:
-            results = tuner.fit()
+            with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"):  # our loggers: tune_loggers
+                results = tuner.fit()
         except TrackingUnavailable as e:  # the MLflow store went away (see _Driver)
             raise SweepInterrupted(
                 f"sweep {sweep.name} stopped: {e}; the rounds logged so far are kept: once "
@@ -557,11 +562,27 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             ray.shutdown()
 
 
+@contextmanager
+def _tune_env(**values: str):
+    """Environment variables for Tune, set for the duration of one `fit` and then restored
+    (other Tune runs in the same process keep Tune's defaults)."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def tune_loggers() -> list:
     """Tune's own per-trial result files: `result.json` and `progress.csv` in each trial's
     directory, as Tune writes by default, but not its TensorBoard event files (MLflow is
     this platform's store). Tune adds all three unless TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1,
-    which `run_sweep` sets: the TensorBoard writer adds driver work to every reported round
+    which `run_sweep` sets around `fit`: the TensorBoard writer adds driver work to every reported round
     and its files duplicate what MLflow holds (benchmarks/README.md)."""
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 

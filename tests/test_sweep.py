@@ -70,6 +70,19 @@ def test_child_runs_hold_every_evaluated_round_of_fco_run(swept):
 
 
 @pytest.mark.ray
+def test_tune_writes_json_and_csv_results_but_no_tensorboard_files_and_restores_its_env(swept):
+    import os
+
+    _, outcome, *_ = swept
+    trial_dirs = [p for p in outcome.path.iterdir() if p.is_dir()]
+    assert len(trial_dirs) == 4
+    for d in trial_dirs:
+        assert (d / "result.json").is_file() and (d / "progress.csv").is_file()
+        assert not list(d.glob("events.out.tfevents*"))
+    assert "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS" not in os.environ  # set only around fit
+
+
+@pytest.mark.ray
 def test_diverged_trials_rank_last_and_best_config_is_tagged(swept):
     _, outcome, lines, store, parent, trials = swept
     diverged = trials[trials["algorithm.client_lr"] == 1.0]

@@ -47,7 +47,8 @@ def weighted_sum(algorithm, problem, payload, rows, key: Key) -> tuple[dict, flo
 
 
 def _weighted(weights: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """sum_c weights[c] * v[c] (one matrix-vector product; np.tensordot costs 4x more here)."""
+    """sum_c weights[c] * v[c] as one matrix-vector product (np.tensordot has more
+    Python overhead for these small stacks)."""
     v = np.asarray(v)
     return (weights @ v.reshape(len(weights), -1)).reshape(v.shape[1:])
 

@@ -2,8 +2,9 @@
 
 The shard's data `problem.subset(rows)` is shipped to its actor once, at creation (the
 driver process keeps only its object-store ref, for restarts), and never leaves it. Per
-round the driver puts the broadcast payload in the object store once and calls every actor
-that owns sampled clients with their global ids; the actor returns its shard's pre-summed
+round the driver sends the broadcast payload (inline with each call up to INLINE_BYTES,
+else put in the object store once) to every actor that owns sampled clients, with their
+global ids; the actor returns its shard's pre-summed
 message
 
     S_a = sum_{m in sampled, m in shard a} p_m * message_m,    W_a = sum p_m

@@ -149,10 +149,16 @@ class Problem(abc.ABC):
 
     def sample_rows(self, rows: np.ndarray, key: Key, batch_size: int) -> np.ndarray:
         """(C, B) flat row indices (see `ClientData.gather`) of B samples drawn uniformly with
-        replacement from each client's real rows."""
-        flat = key.integers(self.train.sizes[rows], batch_size)
-        flat += (np.asarray(rows) * self.train.max_samples)[:, None]
+        replacement from each client's real rows: offset_c + key.integers(size_c)."""
+        sizes, offsets = self.row_ranges(rows)
+        flat = key.integers(sizes, batch_size)
+        flat += offsets[:, None]
         return flat
+
+    def row_ranges(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per client of `rows`: its number of real samples and the flat index of its first."""
+        rows = np.asarray(rows)
+        return self.train.sizes[rows], rows * self.train.max_samples
 
     def grad(self, params: Params, rows: np.ndarray, key: Key, batch_size: int | None) -> Params:
         """Stochastic gradient (or operator) of clients `rows` at their stacked `params`."""

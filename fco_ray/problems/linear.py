@@ -33,13 +33,14 @@ class LinearRegression(Problem):
         them (`kernels.sampled_linear_grad`: no gathered copy of the minibatch, no loss)."""
         if batch_size is None:
             return super().grad(params, rows, key, batch_size)
-        rows = np.asarray(rows)
-        c = len(rows)
+        sizes, offsets = self.row_ranges(rows)
+        ids = np.asarray(key.client_ids, dtype=np.uint64).reshape(-1)
+        c = len(sizes)
+        if len(ids) != c:  # the kernel does not check bounds
+            raise ValueError(f"key has {len(ids)} client ids for {c} rows")
         gw, gb = kernels.sampled_linear_grad(
             self._x_rows, self.train.arrays["y"].reshape(-1),
-            key.seed, key.round, key.step, key.stream,
-            np.asarray(key.client_ids, dtype=np.uint64).reshape(-1),
-            self.train.sizes[rows], rows * self.train.max_samples, batch_size,
+            key.seed, key.round, key.step, key.stream, ids, sizes, offsets, batch_size,
             np.ascontiguousarray(params["w"]).reshape(c, -1),
             np.ascontiguousarray(params["b"]).reshape(c))
         return {"w": gw.reshape((c,) + self.shapes["w"]), "b": gb}
