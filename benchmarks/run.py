@@ -13,7 +13,7 @@ Sections (see benchmarks/README.md for what each number means):
            MLflow), Tune/MLflow overhead per reported round, and an extrapolation of the full
            E1 grid's wall time.
   grid     the full E1 grid (420 trials x 2000 rounds) run end to end with `fco-ray sweep`,
-           measured (~15 min; only with --only grid).
+           measured (~9 min; only with --only grid).
 
 Every timing is the median of several repeats; comparisons are interleaved (A, B, A, B, ...)
 so that both sides see the same background load. Nothing here is a test: no timing is
@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -476,7 +477,7 @@ def section_sweep(out: dict, quick: bool, repeats: int) -> None:
     # stable rates only: diverged trials stop early, so a grid with them costs less per trial
     # and the extrapolation from these trials is an upper bound
     grid = {"algorithm.client_lr": [1e-3, 3e-4], "algorithm.server_lr": [1.0, 0.3]}
-    res = {"sweep_file": str(E1_SWEEP.relative_to(ROOT)), "workdir": str(work), "runs": []}
+    res = {"sweep_file": str(E1_SWEEP.relative_to(ROOT)), "runs": []}
 
     def sweep(tag: str, rounds: int, every: int, grid=grid):
         sets = [f"name=bench_{tag}", f"search.grid={json.dumps(grid)}", "seeds=[0]",
@@ -546,6 +547,7 @@ def section_sweep(out: dict, quick: bool, repeats: int) -> None:
     res["extrapolation"] = {"per_trial_fixed_s": a, "per_round_ms": b * 1e3, "trials": E1_GRID_TRIALS,
                             "rounds": e1["rounds"], "eval_every": eval_every, "minutes": minutes}
     print(f"  sweep {res['report_overhead']} {res['extrapolation']}", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
     out["sweep"] = res
 
 
@@ -558,20 +560,23 @@ def section_grid(out: dict, quick: bool, repeats: int) -> None:
     if quick:
         sets += ["--set", "seeds=[0]", "--set", "rounds=200"]
     cli = Path(sys.executable).parent / "fco-ray"
-    cmd = [str(cli), "sweep", str(E1_SWEEP.relative_to(ROOT)), *sets, "--storage", str(work / "ray_results")]
+    cmd = [str(cli), "sweep", str(E1_SWEEP), *sets, "--storage", str(work / "ray_results")]
     print(f"  grid: {' '.join(cmd)}", flush=True)
     t = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)  # the report lands in work
     wall = time.perf_counter() - t
+    shutil.rmtree(work, ignore_errors=True)  # 420 trial directories, the store, the report
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")]
     statuses: dict[str, int] = {}
     for ln in lines:  # "[n/N] trial: finished at round 2000, f1=..."
         word = ln.split(": ", 1)[1].split()[0] if ": " in ln else "?"
         statuses[word] = statuses.get(word, 0) + 1
-    res = {"command": " ".join(["fco-ray", *cmd[1:]]), "exit_code": proc.returncode,
+    shown = [a.replace(str(work), "<tmp>") for a in
+             ["fco-ray", "sweep", str(E1_SWEEP.relative_to(ROOT)), *sets, "--storage", str(work / "ray_results")]]
+    res = {"command": " ".join(shown), "exit_code": proc.returncode,
            "wall_s": wall, "minutes": wall / 60, "trials": len(lines),
            "trials_per_min": 60 * len(lines) / wall, "statuses": statuses,
-           "load_after": load_average(), "workdir": str(work)}
+           "load_after": load_average()}
     if proc.returncode != 0:
         res["stderr_tail"] = proc.stderr[-2000:]
     print(f"  grid {res}", flush=True)
@@ -721,7 +726,7 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats (a smoke run)")
     ap.add_argument("--only", default="local,scaling,ray,sweep",
                     help="comma-separated sections: local, scaling, ray, sweep, grid (grid: the "
-                         "full E1 sweep, ~15 min; not in the default)")
+                         "full E1 sweep, ~9 min; not in the default)")
     ap.add_argument("--repeats", type=int, default=None, help="timing repeats (median); default 5, quick 3")
     ap.add_argument("--out", default=None, help="results file (default benchmarks/results/<date>.md)")
     args = ap.parse_args(argv)
