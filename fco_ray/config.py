@@ -12,11 +12,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
 
 from .algorithms import ALGORITHMS, Hyper
+from .checks import check_fits
+from .errors import ConfigError
 from .problems import PROBLEMS, ProblemParams
-
-
-class ConfigError(ValueError):
-    """Invalid user input (config file, key, value)."""
 
 
 class _Strict(BaseModel):
@@ -139,6 +137,7 @@ def parse_run(raw: Any) -> RunConfig:
         raise ConfigError("config needs both 'problem' and 'algorithm' sections")
     rest = {k: v for k, v in raw.items() if k not in ("problem", "algorithm")}
     fields = {"problem": parse_problem(raw["problem"]), "algorithm": parse_algorithm(raw["algorithm"])}
+    check_fits(fields["algorithm"].name, fields["problem"].problem_class.kinds, fields["problem"].name)
     try:
         return RunConfig.model_validate({**rest, **fields})
     except ValidationError as e:
