@@ -79,11 +79,11 @@ def test_every_configuration_differing_elsewhere_is_refused():
 def test_run_grid_returns_one_row_per_configuration_and_round_equal_to_run():
     from fco_ray.grid import run_grid
 
-    config = {"problem": LASSO, "algorithm": {"name": "feddualavg", "clients_per_round": 4,
+    config = {"problem": LASSO, "algorithm": {"name": "fedmid", "clients_per_round": 4,
                                               "local_steps": 3, "batch_size": 4},
-              "rounds": 9, "eval_every": 3, "seed": 1}
-    grid = {"algorithm.client_lr": [0.001, 300.0], "algorithm.server_lr": [1.0, 0.3],
-            "algorithm.name": ["feddualavg", "centralized"]}
+              "rounds": 30, "eval_every": 3, "seed": 1}
+    grid = {"algorithm.client_lr": [0.001, 30.0], "algorithm.server_lr": [1.0, 0.3],
+            "algorithm.name": ["fedmid", "centralized"]}
     with pytest.raises(fco_ray.ConfigError, match="algorithm.client_lr"):
         run_grid(config, grid)  # centralized has no client rate
     grid.pop("algorithm.name")
@@ -95,7 +95,7 @@ def test_run_grid_returns_one_row_per_configuration_and_round_equal_to_run():
         assert set(rows["status"]) == {alone.attrs["status"]}
         np.testing.assert_allclose(rows["train_loss"], alone["train_loss"], rtol=1e-12)
         assert list(rows["round"]) == list(alone["round"])
-    assert set(df.loc[df["algorithm.client_lr"] == 300.0, "status"]) == {"diverged"}
+    assert set(df.loc[df["algorithm.client_lr"] == 30.0, "status"]) == {"diverged"}
     unfused = run_grid(config, grid, fuse=False)
     assert list(unfused.columns) == list(df.columns) and len(unfused) == len(df)
     np.testing.assert_allclose(unfused["train_loss"], df["train_loss"], rtol=1e-12)
