@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -103,6 +103,9 @@ class Problem(abc.ABC):
     psi: Blockwise
     name: str = "custom"
     info: dict[str, Any] = field(default_factory=dict)
+    # train_loss is an objective to minimize (the engine's divergence check compares it with
+    # its round-0 value); False for saddle problems, whose train_loss phi(x, y) has no such scale
+    minimizes: ClassVar[bool] = True
 
     # ---- hooks for subclasses ---------------------------------------------------------
     def init_params(self, rng: np.random.Generator) -> Params:

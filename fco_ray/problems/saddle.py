@@ -63,6 +63,7 @@ class SaddleProblem(Problem):
     minimization problem); `grad` returns the operator, `objective` is phi(x, y)."""
 
     max_blocks: ClassVar[tuple[str, ...]] = ("y",)
+    minimizes: ClassVar[bool] = False  # phi(x, y) is no objective to compare with its start
 
     def to_operator(self, grads: Params) -> Params:
         """(grad_x f, grad_y f) -> (grad_x f, -grad_y f)."""
