@@ -200,11 +200,13 @@ def _round(problem: Problem, fused: Fused, state, backend, seed: int, rnd: int):
 
 def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds: int,
               eval_every: int, seed: int,
-              on_eval: Callable[[int, dict], None] | None = None) -> list[RunResult]:
+              on_eval: Callable[[int, dict], None] | None = None,
+              divergence: float | None = None) -> list[RunResult]:
     """The engine's round loop (`engine.run_rounds`) over a fused group: one RunResult per
-    configuration, equal to its unfused run (same rows, same status). `on_eval(i, row)`
-    sees configuration i's rows as they are computed."""
+    configuration, equal to its unfused run (same rows, same status, the same divergence
+    rules). `on_eval(i, row)` sees configuration i's rows as they are computed."""
     results = [RunResult() for _ in algorithms]
+    limits = [np.inf] * len(algorithms)  # train_loss above this ends a member (engine.run_rounds)
     active = list(range(len(algorithms)))  # configurations still running, in group order
     fused = Fused(algorithms)
     state = fused.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
@@ -229,9 +231,12 @@ def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds:
                 for suffix, params in extras.items():
                     metrics.update({f"{k}_{suffix}": v
                                     for k, v in problem.metrics(member(params, j)).items()})
-            if not np.isfinite(metrics.get("train_loss", 0.0)):
+            loss = metrics.get("train_loss", 0.0)
+            if not np.isfinite(loss) or loss > limits[i]:
                 stopped.append(j)
                 continue
+            if rnd == 0 and divergence is not None and "minimize" in problem.kinds and loss > 0:
+                limits[i] = divergence * loss
             row = {"round": rnd, **metrics, **comm}
             results[i].records.append(row)
             if on_eval is not None:

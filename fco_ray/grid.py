@@ -88,7 +88,8 @@ def run_grid(config, grid: dict[str, list], *, fuse: bool = True,
         backend = make_backend(first.backend.model_dump(), problem)
         try:
             algorithms = [ALGORITHMS[configs[i].algorithm.name](configs[i].algorithm) for i in members]
-            kwargs = {"rounds": first.rounds, "eval_every": first.eval_every, "seed": first.seed}
+            kwargs = {"rounds": first.rounds, "eval_every": first.eval_every, "seed": first.seed,
+                      "divergence": first.divergence}
             if len(members) == 1:
                 outcome = [run_rounds(problem, algorithms[0], backend, **kwargs)]
             else:

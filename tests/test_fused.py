@@ -37,10 +37,11 @@ def check(problem_section, name, grid, rounds=12, eval_every=3, seed=0, backend=
                                        "algorithm": {"name": name}}).problem, seed)
     backend = backend or LocalBackend(problem)
     members = algorithms(name, grid, **fixed)
-    fused = run_fused(problem, members, backend, rounds=rounds, eval_every=eval_every, seed=seed)
+    fused = run_fused(problem, members, backend, rounds=rounds, eval_every=eval_every, seed=seed,
+                      divergence=1e3)
     for algorithm, result in zip(members, fused):
         alone = run_rounds(problem, algorithm, backend, rounds=rounds, eval_every=eval_every,
-                           seed=seed)
+                           seed=seed, divergence=1e3)
         assert_same(result, alone)
     return fused
 
