@@ -17,8 +17,8 @@ LOWRANK = {"name": "lowrank", "clients": 8, "dim": 4, "rank": 2, "samples_per_cl
            "val_clients": 2}
 
 
-def algorithms(name: str, grid: list[dict], **fixed):
-    return [ALGORITHMS[name](parse_run({"problem": {"name": "lasso"},
+def algorithms(name: str, grid: list[dict], problem="lasso", **fixed):
+    return [ALGORITHMS[name](parse_run({"problem": {"name": problem},
                                         "algorithm": {"name": name, **fixed, **g}}).algorithm)
             for g in grid]
 
@@ -36,7 +36,7 @@ def check(problem_section, name, grid, rounds=12, eval_every=3, seed=0, backend=
     problem = build_problem(parse_run({"problem": problem_section,
                                        "algorithm": {"name": name}}).problem, seed)
     backend = backend or LocalBackend(problem)
-    members = algorithms(name, grid, **fixed)
+    members = algorithms(name, grid, problem_section["name"], **fixed)
     fused = run_fused(problem, members, backend, rounds=rounds, eval_every=eval_every, seed=seed,
                       divergence=1e3)
     for algorithm, result in zip(members, fused):
@@ -100,3 +100,19 @@ def test_run_grid_returns_one_row_per_configuration_and_round_equal_to_run():
     unfused = run_grid(config, grid, fuse=False)
     assert list(unfused.columns) == list(df.columns) and len(unfused) == len(df)
     np.testing.assert_allclose(unfused["train_loss"], df["train_loss"], rtol=1e-12)
+
+
+BILINEAR = {"name": "bilinear_l1", "n": 6, "m": 8, "clients": 6}
+NUCLEAR = {"name": "bilinear_nuclear", "n": 6, "m": 8, "p": 3, "rank": 2, "clients": 6}
+
+
+@pytest.mark.parametrize("name", ["feddualex", "fedmip", "extragrad_local_sgd", "pgda"])
+@pytest.mark.parametrize("problem", [BILINEAR, NUCLEAR])
+def test_saddle_members_equal_their_own_runs(name, problem):
+    check(problem, name, RATES, local_steps=3, clients_per_round=4, batch_size=None)
+
+
+def test_fedmip_without_server_prox_and_a_diverging_member():
+    results = check(BILINEAR, "fedmip", [{"client_lr": 0.1}, {"client_lr": 1e4}], rounds=20,
+                    local_steps=2, clients_per_round=None, server_prox=False)
+    assert results[0].status == "finished"

@@ -74,6 +74,12 @@ class _Ergodic:
         return {k[len("zhalf_"):]: v for k, v in mean.items() if k.startswith("zhalf_")}
 
 
+def _step_of(stacked: np.ndarray, k: int, like: np.ndarray, block_ndim: int) -> np.ndarray:
+    """Local step k of an aggregated (..., K, *block) message whose other leading axes are
+    those of `like` (none, or the member axis of a fused run)."""
+    return np.take(stacked, k, axis=like.ndim - block_ndim)
+
+
 class FeDualEx(_Ergodic, Algorithm):
     """Federated dual extrapolation (Algorithm 1). With P_t(v) = prox_{eta_c t psi}(v):
 
@@ -97,6 +103,7 @@ class FeDualEx(_Ergodic, Algorithm):
     name = "feddualex"
     Hyper = SaddleHyper
     supports = frozenset({"saddle"})
+    fusable = True
 
     def server_init(self, problem, params0):
         return {"s": tmap(np.zeros_like, params0), "sbar": copy(params0), "t": 0.0,
@@ -130,10 +137,11 @@ class FeDualEx(_Ergodic, Algorithm):
         if self.hp.ergodic:  # shadow points P_{t+1}(sbar - s_r - mean_m half^m_k), k = 0..K-1
             v = sub(state["sbar"], state["s"])
             for k in range(self.hp.local_steps):
-                shadow = problem.psi.prox({b: v[b] - mean["halfdual_" + b][k] for b in v},
-                                          self.hp.client_lr * (state["t"] + k + 1))
+                half = {b: _step_of(mean["halfdual_" + b], k, v[b], len(problem.shapes[b]))
+                        for b in v}
+                shadow = problem.psi.prox(sub(v, half), self.hp.client_lr * (state["t"] + k + 1))
                 zsum = shadow if k == 0 else axpy(1.0, shadow, zsum)
-        s = {k: state["s"][k] + self.hp.server_lr * mean[k] for k in state["s"]}
+        s = axpy(self.hp.server_lr, {k: mean[k] for k in state["s"]}, state["s"])
         t = state["t"] + self.hp.server_lr * self.hp.local_steps
         return {**state, "s": s, "t": t, **self.ergodic_update(state, zsum)}
 
@@ -156,6 +164,7 @@ class PrimalSaddle(_Ergodic, Algorithm):
     prox: ClassVar[bool]
     Hyper = SaddleHyper
     supports = frozenset({"saddle"})
+    fusable = True
 
     def server_init(self, problem, params0):
         return {"z": copy(params0), **self.ergodic_init(params0)}
@@ -186,7 +195,7 @@ class PrimalSaddle(_Ergodic, Algorithm):
         return {**sub(z, payload["z"]), **self.ergodic_message(zsum)}
 
     def server_update(self, problem, state, mean, rnd):
-        z = {k: state["z"][k] + self.hp.server_lr * mean[k] for k in state["z"]}
+        z = axpy(self.hp.server_lr, {k: mean[k] for k in state["z"]}, state["z"])
         if self.prox:
             z = problem.psi.prox(z, self.hp.server_lr * self.hp.client_lr * self.hp.local_steps)
         else:
@@ -219,7 +228,7 @@ class FedMiP(PrimalSaddle):
     def server_update(self, problem, state, mean, rnd):
         if self.hp.server_prox:
             return super().server_update(problem, state, mean, rnd)
-        z = problem.psi.project({k: state["z"][k] + self.hp.server_lr * mean[k] for k in state["z"]})
+        z = problem.psi.project(axpy(self.hp.server_lr, {k: mean[k] for k in state["z"]}, state["z"]))
         return {**state, "z": z, **self.ergodic_update(state, self.client_zsum(mean))}
 
 
