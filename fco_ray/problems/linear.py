@@ -45,14 +45,38 @@ class LinearRegression(Problem):
         c = len(sizes)
         if len(ids) != c:  # the kernel does not check bounds
             raise ValueError(f"key has {len(ids)} client ids for {c} rows")
-        gw, gb = kernels.sampled_linear_grad(
-            self._x_rows, self.train.arrays["y"].reshape(-1),
-            key.seed, key.round, key.step, key.stream, ids, sizes, offsets, batch_size,
-            np.ascontiguousarray(params["w"]).reshape(c, -1),
-            np.ascontiguousarray(params["b"]).reshape(c))
+        group = _run_length(ids, np.asarray(rows))
+        if group > 1:  # a fused group: G configurations per client, one shared minibatch
+            gw, gb = self._group_grad(params, key, ids[::group], sizes[::group],
+                                      offsets[::group], batch_size, group)
+        else:
+            gw, gb = kernels.sampled_linear_grad(
+                self._x_rows, self.train.arrays["y"].reshape(-1),
+                key.seed, key.round, key.step, key.stream, ids, sizes, offsets, batch_size,
+                np.ascontiguousarray(params["w"]).reshape(c, -1),
+                np.ascontiguousarray(params["b"]).reshape(c))
         gw *= 2.0
         gb *= 2.0
         return {"w": gw.reshape((c,) + self.shapes["w"]), "b": gb}
+
+    def _group_grad(self, params: Params, key, ids, sizes, offsets, batch_size: int, group: int):
+        """The half-squared-error gradients of G = `group` models per client on the client's
+        one minibatch (the rows its key draws, as `sampled_linear_grad` draws them): the
+        rows are gathered once and every model's residuals and gradient are two batched
+        matrix products, R = X W^T (B x G) and R^T X / B (G x P), instead of G passes."""
+        flat = kernels.keyed_integers(key.seed, key.round, key.step, key.stream, ids, sizes,
+                                      batch_size)
+        flat += offsets[:, None]
+        x = self._x_rows[flat]  # (C, B, P)
+        y = self.train.arrays["y"].reshape(-1)[flat]  # (C, B)
+        c = len(ids)
+        w = np.ascontiguousarray(params["w"]).reshape(c, group, -1)
+        resid = np.matmul(x, w.transpose(0, 2, 1))  # (C, B, G)
+        resid += np.asarray(params["b"]).reshape(c, 1, group)
+        resid -= y[:, :, None]
+        resid /= batch_size
+        gw = np.matmul(resid.transpose(0, 2, 1), x)  # (C, G, P)
+        return gw.reshape(c * group, -1), resid.sum(axis=1).reshape(-1)
 
     @property
     def _x_rows(self) -> np.ndarray:
@@ -103,6 +127,19 @@ class LinearRegression(Problem):
             if truth is not None:
                 out["recovery_error"] = float(np.linalg.norm(w - truth))
         return out
+
+
+def _run_length(ids: np.ndarray, rows: np.ndarray) -> int:
+    """G if the stacked clients come in runs of G copies of one client (same id, same data
+    row: a fused group, see fco_ray.fused), else 1. Copies draw the same minibatch."""
+    n = len(ids)
+    if n < 2 or ids[0] != ids[1]:
+        return 1
+    group = int(np.argmax(ids != ids[0])) or n
+    if n % group or np.any(ids.reshape(-1, group) != ids[::group, None]) \
+            or np.any(rows.reshape(-1, group) != rows[::group, None]):
+        return 1
+    return group
 
 
 def support_metrics(w: np.ndarray, truth: np.ndarray | None) -> dict[str, float]:
