@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import quote
 
 import pandas as pd
 
@@ -40,33 +38,12 @@ from .dashboard import Curve, Dashboard, Heatmap, available, find_dashboard, loa
 from .data import SweepData, grid_cells, load_sweep
 from .figures import colors, curve_figure, grid_figure, heatmap_figure, save
 from .grid import MAX_GRID_VALUES, configurations, edge_warnings
+from ..tracking import DEFAULT_UI, compare_url, run_url, ui_base
 from .page import render_page
 
 ARTIFACT_DIR = "report"
-log = logging.getLogger(__name__)
-DEFAULT_UI = "http://127.0.0.1:5000"  # where `mlflow ui --host 127.0.0.1` serves
-UI_ENV = "FCO_RAY_MLFLOW_UI"
 FIXED_FILES = ("index.html", "report.json", "best.csv")
-
-
-def ui_base(tracking_uri: str, explicit: str | None = None) -> str:
-    """The MLflow UI the report links to: `explicit`, else $FCO_RAY_MLFLOW_UI, else the
-    tracking server itself when the store is one (`http(s)://`), else `mlflow ui`'s default
-    address http://127.0.0.1:5000."""
-    base = explicit or os.environ.get(UI_ENV)
-    if not base and tracking_uri.startswith(("http://", "https://")):
-        base = tracking_uri
-    return (base or DEFAULT_UI).rstrip("/")
-
-
-def run_url(base: str, experiment_id: str, run_id: str) -> str:
-    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
-
-
-def compare_url(base: str, experiment_id: str, run_ids: list[str]) -> str:
-    """MLflow's compare view of some runs (parallel coordinates, scatter, contour)."""
-    runs = quote(json.dumps(run_ids, separators=(",", ":")))
-    return f"{base}/#/compare-runs?runs={runs}&experiments={quote(json.dumps([experiment_id]))}"
+log = logging.getLogger(__name__)
 
 
 def _slug(text: str) -> str:
