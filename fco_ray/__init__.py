@@ -1,7 +1,7 @@
 """fco-ray: federated composite optimization on Ray, swept with Ray Tune, logged to MLflow."""
 from importlib import import_module
 
-from .files import ConfigError
+from .errors import ConfigError
 
 __all__ = ["ALGORITHMS", "PROBLEMS", "Algorithm", "ClientData", "ConfigError", "Problem",
            "ProblemParams", "register_algorithm", "register_problem", "run"]

@@ -10,9 +10,11 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
 
 from .algorithms import ALGORITHMS, Hyper
+from .checks import check_fits
+from .errors import ConfigError
 # re-exported; in their own light module so that the CLI reads files and reports their
 # errors before importing the algorithm and problem registries (numba, scipy)
-from .files import ConfigError, _UniqueKeyLoader, apply_overrides, load_yaml  # noqa: F401
+from .files import _UniqueKeyLoader, apply_overrides, load_yaml  # noqa: F401
 from .problems import PROBLEMS, ProblemParams
 
 
@@ -136,6 +138,7 @@ def parse_run(raw: Any) -> RunConfig:
         raise ConfigError("config needs both 'problem' and 'algorithm' sections")
     rest = {k: v for k, v in raw.items() if k not in ("problem", "algorithm")}
     fields = {"problem": parse_problem(raw["problem"]), "algorithm": parse_algorithm(raw["algorithm"])}
+    check_fits(fields["algorithm"].name, fields["problem"].problem_class.kinds, fields["problem"].name)
     try:
         return RunConfig.model_validate({**rest, **fields})
     except ValidationError as e:

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """Invalid user input (config file, key, value)."""
+from .errors import ConfigError
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -40,7 +40,7 @@ from scipy.special import expit
 from .. import regularizers as R
 from ..data.partition import dirichlet_label_split
 from ..tree import Params
-from . import ProblemParams, register_problem
+from .registry import ProblemParams, register_problem
 from .base import ClientData, Problem
 from .linear import NONZERO  # |w| above this counts as a nonzero weight (density)
 

@@ -37,7 +37,7 @@ from scipy.special import expit
 from .. import regularizers as R
 from ..random import Key
 from ..tree import Params
-from . import ProblemParams, register_problem
+from .registry import ProblemParams, register_problem
 from .base import Problem
 
 

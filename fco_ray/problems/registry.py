@@ -1,0 +1,50 @@
+"""The registry of problems by name: a pydantic model of the parameters (defaults = the
+paper setting of the experiment) and a builder `(params, seed) -> Problem`.
+
+Problem modules import this module (never the package), register their builders with
+`@register_problem`, and the package imports each module once, explicitly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .base import Problem
+
+
+class ProblemParams(BaseModel):
+    """Base of every problem's parameter model: flat, validated, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: the Problem class the builder returns: its `kinds` say which algorithms fit, before
+    #: any data is built
+    problem_class: ClassVar[type[Problem]] = Problem
+
+    name: str
+    data_seed: int | None = Field(None, ge=0, description="data seed; None = the run's seed")
+
+
+@dataclass(frozen=True)
+class ProblemSpec:
+    params: type[ProblemParams]
+    build: Callable[[ProblemParams, int], Problem]
+
+
+PROBLEMS: dict[str, ProblemSpec] = {}
+
+
+def register_problem(name: str, params: type[ProblemParams]):
+    """Decorator: `@register_problem("mine", MyParams) def build(params, seed) -> Problem`."""
+
+    def wrap(build):
+        PROBLEMS[name] = ProblemSpec(params, build)
+        return build
+
+    return wrap
+
+
+def build_problem(params: ProblemParams, seed: int) -> Problem:
+    data_seed = seed if params.data_seed is None else params.data_seed
+    return PROBLEMS[params.name].build(params, data_seed)
