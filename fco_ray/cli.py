@@ -93,7 +93,7 @@ def cmd_run(args) -> int:
         if progress is not None:
             progress(row)
     try:
-        df = run(cfg, problem=problem, on_eval=on_eval)
+        df, model = run(cfg, problem=problem, on_eval=on_eval, return_model=True)
     except BaseException:
         if run_id:
             close_run(store, run_id, "error", 0)
@@ -110,6 +110,14 @@ def cmd_run(args) -> int:
         summary = Summary()
         for row in df.to_dict("records"):
             summary.add(row)
+        if model is not None:  # the final model (and E6's attack image) as run artifacts
+            import tempfile
+
+            from .artifacts import trial_artifacts
+
+            with tempfile.TemporaryDirectory() as tmp:
+                trial_artifacts(cfg, model, Path(tmp))
+                store.client.log_artifacts(run_id, tmp)
         close_run(store, run_id, status, int(df["round"].iloc[-1]) if len(df) else 0, summary)
         print(f"MLflow run {run_id} in {store.uri} (experiment {cfg.tracking.experiment!r})")
         _next_steps(store.uri, store.experiment_id(cfg.tracking.experiment, create=False), run_id)

@@ -392,12 +392,18 @@ class SweepLog:
             self.store.set_tags(run.info.run_id, {STATUS: "running"})
             last = self.store.last_step(run.info.run_id, self.metric)
         self._open[trial_id] = {"run_id": run.info.run_id, "last_step": last, "rows": [],
-                                "times": [], "flushed": time.monotonic()}
+                                "times": [], "flushed": time.monotonic(),
+                                "summary": Summary(self.metric, self.mode)}
 
     def add_row(self, trial_id: str, row: dict) -> None:
         trial = self._open.get(trial_id)
-        if trial is None or row["round"] <= trial["last_step"]:
-            return  # a closed run, or a round logged before an interruption
+        if trial is None:
+            return  # a closed run
+        if row["round"] == 0:  # a (re)run starts over: same seed, same rows, summarized again
+            trial["summary"] = Summary(self.metric, self.mode)
+        trial["summary"].add(row)
+        if row["round"] <= trial["last_step"]:
+            return  # a round logged before an interruption
         trial["rows"].append(row)
         trial["times"].append(int(time.time() * 1000))
         trial["last_step"] = row["round"]
@@ -425,8 +431,15 @@ class SweepLog:
         if trial is None:
             return
         self._flush(trial)
-        close_run(self.store, trial["run_id"], status, max(trial["last_step"], 0))
+        close_run(self.store, trial["run_id"], status, max(trial["last_step"], 0), trial["summary"])
         self.runs[trial_id] = self.store.client.get_run(trial["run_id"])
+
+    def log_artifacts(self, trial_id: str, folder: str | Path) -> None:
+        """Attach the files in `folder` (e.g. `model.npz`) to the trial's run, open or ended."""
+        run = self._open.get(trial_id, {}).get("run_id") or (
+            self.runs[trial_id].info.run_id if trial_id in self.runs else None)
+        if run is not None:
+            self.store.client.log_artifacts(run, str(folder))
 
     def finish(self, failed: bool) -> pd.DataFrame:
         """Write the best configuration per algorithm on the parent run and close it."""
