@@ -444,6 +444,61 @@ def test_real_sweep_report_matches_mlflow(real_sweep):
 
 
 @pytest.mark.ray
+def test_real_sweep_child_runs_carry_names_summaries_and_models(real_sweep, tmp_path):
+    """What the MLflow UI shows of each trial: a readable name, final.* / best.* summary
+    metrics (the runs table's columns), the final model as model.npz; the experiment opens
+    in the model-training view."""
+    import fco_ray
+    from fco_ray.tracking import flatten
+
+    outcome = real_sweep["outcome"]
+    client = MlflowClient(tracking_uri=real_sweep["uri"])
+    assert client.get_experiment(outcome.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+    runs = client.search_runs([outcome.experiment_id], f"tags.`mlflow.parentRunId` = '{outcome.parent_run_id}'")
+    assert len(runs) == 8
+    for r in runs:
+        p = r.data.params
+        alg, clr, slr, seed = p["algorithm.name"], float(p["algorithm.client_lr"]), float(p["algorithm.server_lr"]), int(p["seed"])
+        assert r.info.run_name == f"{alg} lr={clr:.3g} slr={slr:.3g} seed{seed}"
+        f1 = [m.value for m in sorted(client.get_metric_history(r.info.run_id, "f1"), key=lambda m: m.step)]
+        artifacts = {f.path for f in client.list_artifacts(r.info.run_id)}
+        if r.data.tags["fco.status"] == "diverged":
+            assert "model.npz" not in artifacts  # no finite model to keep
+            continue
+        assert r.data.metrics["final.f1"] == f1[-1] and r.data.metrics["best.f1"] == max(f1)
+        loss = [m.value for m in client.get_metric_history(r.info.run_id, "train_loss")]
+        assert r.data.metrics["best.train_loss"] == min(loss)
+        assert artifacts == {"model.npz"}
+        config = {**REAL_SWEEP["problem"]}
+        _, expected = fco_ray.run({"problem": config, "algorithm": {**REAL_SWEEP["algorithm"], "name": alg,
+                                                                    "client_lr": clr, "server_lr": slr},
+                                   "rounds": REAL_SWEEP["rounds"], "eval_every": REAL_SWEEP["eval_every"],
+                                   "seed": seed}, return_model=True)
+        path = client.download_artifacts(r.info.run_id, "model.npz", str(tmp_path))
+        with np.load(path, allow_pickle=False) as saved:
+            assert set(saved.files) == set(expected)
+            for k in expected:
+                np.testing.assert_array_equal(saved[k], expected[k])
+    assert flatten({"a": {"b": 1}}) == {"a.b": 1}
+
+
+def test_e6_trial_artifacts_hold_the_model_and_the_attack_image(tmp_path):
+    import fco_ray
+    from fco_ray.api import resolve
+    from fco_ray.artifacts import trial_artifacts
+
+    config = {"problem": {"name": "adversarial", "clients": 10}, "rounds": 5, "eval_every": 5,
+              "algorithm": {"name": "feddualex", "client_lr": 0.05, "clients_per_round": 5}}
+    df, model = fco_ray.run(config, return_model=True)
+    written = trial_artifacts(resolve(config), model, tmp_path)
+    assert [p.name for p in written] == ["model.npz", "attack.png"]
+    assert (tmp_path / "attack.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with np.load(tmp_path / "model.npz", allow_pickle=False) as saved:
+        np.testing.assert_array_equal(saved["delta"], model["delta"])
+        assert saved["delta"].shape == (64,)
+
+
+@pytest.mark.ray
 def test_cli_report_and_its_errors(real_sweep, tmp_path, capsys):
     from fco_ray.cli import main
 
