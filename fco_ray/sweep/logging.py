@@ -1,6 +1,8 @@
 """MLflow logging of a sweep from the Tune driver: one child run per trial under the
-sweep's parent run (SQLite is then written by this one process only), plus one progress
-line per ended trial.
+sweep's parent run (SQLite is then written by this one process only), with the trial's
+artifacts (model.npz, attack.png) from its final checkpoint; progress in the terminal:
+one line per ended trial and, every `PROGRESS_SECONDS`, one per running trial (round,
+rounds/s, ETA, the tuning metric).
 
 The callback is rebuilt from plain data whenever Tune pickles and restores it (Tune keeps
 its RunConfig, callbacks included, with the experiment state), so a sweep resumed with
@@ -8,6 +10,7 @@ its RunConfig, callbacks included, with the experiment state), so a sweep resume
 """
 from __future__ import annotations
 
+import time
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -15,8 +18,11 @@ from typing import Callable
 from ray import tune
 from ray.tune.result import AUTO_RESULT_KEYS
 
-from ..tracking import Store, SweepLog, TrackingUnavailable
-from .schema import Sweep
+from ..progress import progress_text
+from ..tracking import Store, SweepLog, TrackingUnavailable, run_label
+from .schema import FIXED_POINT_KEYS, Sweep
+
+PROGRESS_SECONDS = 10.0  # how often running trials are shown (a fast trial ends before)
 
 
 def metrics_row(result: dict) -> dict:
@@ -42,6 +48,8 @@ class MLflowLogger(tune.Callback):
         self.store_error: Exception | None = None
         self.skipped: set[str] = set()
         self.completed = 0
+        self.running: dict[str, dict] = {}  # trial id -> label, first seen (time, round), last row
+        self.shown = time.monotonic()
 
     def __reduce__(self):
         # pickled by Tune with the experiment: only the plain data, never the live store
@@ -69,11 +77,40 @@ class MLflowLogger(tune.Callback):
         if trial.trial_id not in self.skipped:
             point = self.sweep.point_of(trial.config)
             config = self.sweep.run_config(point).model_dump(mode="json")
-            self._write(self.log.start, trial.trial_id, config, str(trial))
+            label = run_label(config, [k for k in point if k not in FIXED_POINT_KEYS])
+            self.running[trial.trial_id] = {"label": label, "rounds": config["rounds"], "start": None,
+                                            "row": None}
+            self._write(self.log.start, trial.trial_id, config, label)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if result.get("status") in ("running", "finished"):
-            self._write(self.log.add_row, trial.trial_id, metrics_row(result))
+            row = metrics_row(result)
+            self._write(self.log.add_row, trial.trial_id, row)
+            self._progress(trial.trial_id, row)
+
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        # the final report of a finished trial: its artifacts (trainable.trial_artifacts)
+        if trial.trial_id not in self.skipped:
+            with checkpoint.as_directory() as folder:
+                self._write(self.log.log_artifacts, trial.trial_id, folder)
+
+    def _progress(self, trial_id: str, row: dict) -> None:
+        """Every PROGRESS_SECONDS, one line per running trial: where it is and how fast."""
+        state = self.running.get(trial_id)
+        if state is None:
+            return
+        now = time.monotonic()
+        if state["start"] is None or row["round"] < state["start"][1]:  # first row, or a rerun
+            state["start"] = (now, row["round"])
+        state["row"], state["now"] = row, now
+        if now - self.shown < PROGRESS_SECONDS:
+            return
+        self.shown = now
+        for s in self.running.values():
+            if s["row"] is not None and s["row"]["round"] < s["rounds"]:
+                metric = {self.sweep.metric: s["row"][self.sweep.metric]} if self.sweep.metric in s["row"] else {}
+                self.echo("  " + progress_text(s["label"], s["row"]["round"], s["rounds"],
+                                               s["now"] - s["start"][0], s["start"][1], metric))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         if trial.trial_id in self.skipped:
@@ -99,7 +136,9 @@ class MLflowLogger(tune.Callback):
 
     def _line(self, trial, text: str) -> None:
         self.completed += 1
-        self.echo(f"[{self.completed}/{self.sweep.num_trials()}] {trial}: {text}")
+        state = self.running.pop(trial.trial_id, None)
+        label = state["label"] if state else str(trial)
+        self.echo(f"[{self.completed}/{self.sweep.num_trials()}] {label}: {text}")
 
 
 def tune_loggers() -> list:

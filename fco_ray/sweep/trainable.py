@@ -4,13 +4,21 @@ A trial's config is validated once, in the trial (`Sweep.run_config`), and hande
 `fco_ray.run` ready to use. The trainable reports every evaluated round with
 `tune.report({...metrics, "round": r, "timesteps_total": r, "status": s})`; a diverged
 trial ends with a last report whose metric is the worst value, so it ranks last.
+A finished trial's last report carries a Tune checkpoint holding its artifacts
+(`fco_ray.artifacts`: the final model as `model.npz`, E6's attack as `attack.png`), which
+the driver's MLflow logger attaches to the trial's run.
 """
 from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
 
 import numpy as np
 from ray import tune
 
 from ..api import run
+from ..artifacts import trial_artifacts
 from ..backends.ray_backend import STRATEGIES
 from ..config import BackendConfig
 from .schema import FIXED_POINT_KEYS, Sweep
@@ -48,21 +56,31 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
         tune.report(sweep.final_report(done["metrics"], done["round"], done["status"]))
         return
     cfg = sweep.run_config(sweep.point_of(tune_config))
-    last = {"round": 0}
+    last = {"round": 0, "row": None}
 
     def on_eval(row: dict) -> None:
         last["round"] = row["round"]
-        status = "finished" if row["round"] == cfg.rounds else "running"
-        tune.report({**row, "timesteps_total": row["round"], "status": status})
+        if row["round"] == cfg.rounds:  # reported below, with the model
+            last["row"] = row
+            return
+        tune.report({**row, "timesteps_total": row["round"], "status": "running"})
 
     try:
-        diverged = run(cfg, on_eval=on_eval).attrs["status"] == "diverged"
+        _, model = run(cfg, on_eval=on_eval, return_model=True)
     except np.linalg.LinAlgError:
         # an SVD of a non-finite client iterate (nuclear prox) fails before the engine
         # sees the non-finite values: that is divergence too
-        diverged = True
-    if diverged:
+        model = None
+    if model is None or last["row"] is None:  # diverged
         tune.report(sweep.final_report({}, last["round"], "diverged"))
+        return
+    final = {**last["row"], "timesteps_total": cfg.rounds, "status": "finished"}
+    # Ray logs "Checkpoint successfully created at ..." per trial to the driver's terminal;
+    # the checkpoint is only the carrier of the artifacts to the driver
+    logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp:
+        trial_artifacts(cfg, model, Path(tmp))
+        tune.report(final, checkpoint=tune.Checkpoint.from_directory(tmp))
 
 
 def trial_name(trial) -> str:
