@@ -4,14 +4,15 @@ from importlib import import_module
 from .errors import ConfigError
 
 __all__ = ["ALGORITHMS", "PROBLEMS", "Algorithm", "ClientData", "ConfigError", "Problem",
-           "ProblemParams", "register_algorithm", "register_problem", "run"]
+           "ProblemParams", "register_algorithm", "register_problem", "run", "run_grid"]
 __version__ = "0.1.0"
 
 # Imported on first use: `import fco_ray` (the CLI, a Ray worker) must not pay for numba,
 # scipy and pandas before it needs them (`fco-ray --version` or a missing file: ~0.2 s).
 _LAZY = {"ALGORITHMS": ".algorithms", "Algorithm": ".algorithms", "register_algorithm": ".algorithms",
          "PROBLEMS": ".problems", "ClientData": ".problems", "Problem": ".problems",
-         "ProblemParams": ".problems", "register_problem": ".problems", "run": ".api"}
+         "ProblemParams": ".problems", "register_problem": ".problems", "run": ".api",
+         "run_grid": ".grid"}
 
 
 def __getattr__(name):

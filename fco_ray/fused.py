@@ -110,6 +110,7 @@ class Fused(Algorithm):
         if len({fuse_key(hp) for hp in hps}) > 1:
             raise ValueError("fused configurations differ in more than real-valued hyperparameters")
         self.cls, self.members, self.size = cls, members, len(members)
+        self.rows_per_client = self.size  # stacked rows per client (backends block by them)
         self.varying = varying_fields(hps)
         super().__init__(hps[0])  # the shared settings: clients per round, steps, weighting
         self.server = cls(self._hyper(1))

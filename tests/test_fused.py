@@ -78,7 +78,7 @@ def test_every_configuration_differing_elsewhere_is_refused():
 
 
 def test_run_grid_returns_one_row_per_configuration_and_round_equal_to_run():
-    from fco_ray.grid import run_grid
+    from fco_ray import run_grid
 
     config = {"problem": LASSO, "algorithm": {"name": "fedmid", "clients_per_round": 4,
                                               "local_steps": 3, "batch_size": 4},

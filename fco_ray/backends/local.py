@@ -23,7 +23,9 @@ def block_size(algorithm, problem) -> int:
     train = problem.train
     row = sum(v.nbytes for v in train.arrays.values()) / max(1, int(train.sizes.sum()))
     batch = getattr(algorithm.hp, "batch_size", None) or int(train.sizes.max())
-    return max(MIN_BLOCK, int(BLOCK_BYTES // max(1.0, batch * row)))
+    per_client = batch * row * getattr(algorithm, "rows_per_client", 1)  # a fused group: G rows
+    return max(1 if per_client * MIN_BLOCK > BLOCK_BYTES else MIN_BLOCK,
+               int(BLOCK_BYTES // max(1.0, per_client)))
 
 
 def weighted_sum(algorithm, problem, payload, rows, key: Key) -> tuple[dict, float]:

@@ -1,0 +1,142 @@
+"""Fused sweeps vs unfused: the configuration axis of fco_ray.fused, measured side by side.
+
+    .venv/bin/python benchmarks/fused.py [--rounds R] [--repeats N] [--sweep-rounds R]
+                                         [--only rounds,sweep] [--out FILE]
+
+rounds  per-round cost of one configuration (engine.run_rounds) and of a fused group of G
+        configurations (fused.run_fused) on the same problem, interleaved A, B, A, B, ... so
+        both see the same load: E1 (lasso, paper defaults, FedDualAvg, the 42 rate pairs of
+        sweeps/e1_lasso.yaml), E2 (lowrank, the same grid), E5 (bilinear_l1, K = 10, FeDualEx,
+        the paper's 35 pairs). Reported: ms per round (min and median), the group's cost in
+        units of one configuration's round, and configurations x rounds per second gained.
+sweep   `fco-ray sweep sweeps/e1_lasso.yaml` end to end (all 504 configurations, at
+        `--sweep-rounds` rounds), with `tune.fuse=false` and `tune.fuse=true`, one after the
+        other, each with its own store and Tune state in a temporary directory.
+Nothing is asserted; the results file records the command, the machine's load and the numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from statistics import median
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fco_ray.algorithms import ALGORITHMS  # noqa: E402
+from fco_ray.backends import LocalBackend  # noqa: E402
+from fco_ray.config import parse_run  # noqa: E402
+from fco_ray.engine import run_rounds  # noqa: E402
+from fco_ray.fused import run_fused  # noqa: E402
+from fco_ray.problems import build_problem  # noqa: E402
+
+PAPER_RATES = [{"client_lr": c, "server_lr": s}
+               for c in (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4)
+               for s in (10.0, 3.0, 1.0, 0.3, 0.1, 0.03)]
+E5_RATES = [{"client_lr": c, "server_lr": s}
+            for c in (1, .3, .1, .03, .01, .003, .001) for s in (1, .3, .1, .03, .01)]
+CASES = {
+    "E1 lasso, FedDualAvg": ({"name": "lasso"}, "feddualavg", {}, PAPER_RATES),
+    "E2 lowrank, FedDualAvg": ({"name": "lowrank"}, "feddualavg", {}, PAPER_RATES),
+    "E5 bilinear_l1 K=10, FeDualEx": ({"name": "bilinear_l1"}, "feddualex",
+                                      {"local_steps": 10, "clients_per_round": None,
+                                       "batch_size": None}, E5_RATES),
+}
+
+
+def load() -> str:
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def per_round(rounds: int, repeats: int) -> list[str]:
+    lines = ["| case | G | one configuration, ms/round (min / median) | fused group, ms/round "
+             "(min / median) | group cost in single rounds | configurations x rounds per s, "
+             "fused / unfused |", "|---|---|---|---|---|---|"]
+    for name, (problem_section, algorithm, fixed, grid) in CASES.items():
+        cfgs = [parse_run({"problem": problem_section, "algorithm": {"name": algorithm, **fixed, **g}})
+                for g in grid]
+        problem = build_problem(cfgs[0].problem, 0)
+        backend = LocalBackend(problem)
+        algorithms = [ALGORITHMS[algorithm](c.algorithm) for c in cfgs]
+        single, fused = [], []
+        # a stable member (the smallest rates) times the single run: a diverged run stops early
+        stable = min(range(len(grid)), key=lambda i: grid[i]["client_lr"] * grid[i]["server_lr"])
+        run_rounds(problem, algorithms[stable], backend, rounds=2, eval_every=2, seed=0)
+        run_fused(problem, algorithms, backend, rounds=2, eval_every=2, seed=0)
+        for _ in range(repeats):
+            t = time.perf_counter()
+            run_rounds(problem, algorithms[stable], backend, rounds=rounds, eval_every=rounds, seed=0,
+                       divergence=None)
+            single.append((time.perf_counter() - t) / rounds)
+            t = time.perf_counter()
+            results = run_fused(problem, algorithms, backend, rounds=rounds, eval_every=rounds,
+                                seed=0, divergence=None)
+            fused.append((time.perf_counter() - t) / rounds)
+        g = len(algorithms)
+        alive = sum(r.status == "finished" for r in results)
+        lines.append(f"| {name} | {g} ({alive} finished) | {min(single) * 1e3:.2f} / "
+                     f"{median(single) * 1e3:.2f} | {min(fused) * 1e3:.2f} / {median(fused) * 1e3:.2f} "
+                     f"| {median(fused) / median(single):.1f} | "
+                     f"{g * median(single) / median(fused):.1f}x |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def sweep(rounds: int) -> list[str]:
+    lines = ["| tune.fuse | Tune trials | configurations | wall time, s |", "|---|---|---|---|"]
+    times = {}
+    for fuse in ("false", "true"):
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [sys.executable, "-m", "fco_ray", "sweep", str(ROOT / "sweeps/e1_lasso.yaml"),
+                   "--set", f"rounds={rounds}", "--set", f"tune.fuse={fuse}", "--set", "report=false",
+                   "--set", f"tracking.uri=sqlite:///{tmp}/mlflow.db", "--storage", f"{tmp}/state"]
+            env = {**os.environ, "PYTHONPATH": str(ROOT)}
+            env.pop("RAY_ADDRESS", None)
+            t = time.perf_counter()
+            out = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
+            times[fuse] = time.perf_counter() - t
+            if out.returncode != 0:
+                raise SystemExit(out.stdout[-2000:] + out.stderr[-2000:])
+            first = out.stdout.splitlines()[0]
+        trials = "12" if fuse == "true" else "504"
+        lines.append(f"| {fuse} | {trials} | 504 | {times[fuse]:.0f} |")
+        print(lines[-1], first, flush=True)
+    lines.append(f"\nfused / unfused wall time: 1 / {times['false'] / times['true']:.1f}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sweep-rounds", type=int, default=100)
+    parser.add_argument("--only", default="rounds,sweep")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    started = _dt.datetime.now()
+    out = [f"# Fused vs unfused ({started:%Y-%m-%d %H:%M})", "",
+           f"Command: `.venv/bin/python benchmarks/fused.py {' '.join(sys.argv[1:])}`",
+           f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
+           f"load average at start {load()}", ""]
+    if "rounds" in args.only:
+        out += ["## Per round", "", *per_round(args.rounds, args.repeats), ""]
+    if "sweep" in args.only:
+        out += [f"## The E1 grid end to end (`fco-ray sweep`, {args.sweep_rounds} rounds)", "",
+                *sweep(args.sweep_rounds), ""]
+    out.append(f"Load average at the end: {load()}")
+    path = Path(args.out or ROOT / "benchmarks/results" / f"fused_{started:%Y-%m-%d_%H%M}.md")
+    path.write_text("\n".join(out) + "\n")
+    print(f"written: {path}")
+
+
+if __name__ == "__main__":
+    main()
