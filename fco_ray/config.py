@@ -9,18 +9,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from .algorithms import ALGORITHMS, Hyper
+from .errors import ConfigError, short_repr
+from .files import read_text
 from .problems import PROBLEMS, ProblemParams
-
-
-class ConfigError(ValueError):
-    """Invalid user input (config file, key, value)."""
+from .strict import no_bool_numbers
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _no_bools = model_validator(mode="before")(no_bool_numbers)
 
 
 class LocalBackendConfig(_Strict):
@@ -39,9 +39,28 @@ class RayBackendConfig(_Strict):
 BackendConfig = Annotated[Union[LocalBackendConfig, RayBackendConfig], Field(discriminator="name")]
 
 
+#: MLflow store URI schemes (a bare word would silently become a file store directory)
+TRACKING_SCHEMES = ("sqlite", "http", "https", "file", "postgresql", "mysql", "mssql", "databricks")
+
+
+def check_tracking_uri(uri: str) -> str:
+    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
+    if scheme not in TRACKING_SCHEMES or len(uri) > 4096:
+        raise ValueError(f"tracking URI {short_repr(uri)} is not an MLflow store URI; use one "
+                         f"of the schemes {list(TRACKING_SCHEMES)}, e.g. sqlite:///PATH/mlflow.db "
+                         "or http://127.0.0.1:5000")
+    return uri
+
+
 class TrackingConfig(_Strict):
-    experiment: str = Field("fco-ray", min_length=1)
+    # MLflow keeps experiment names in a 256-character column
+    experiment: str = Field("fco-ray", min_length=1, max_length=256)
     uri: str | None = Field(None, description="MLflow tracking URI; default sqlite:///<cwd>/mlflow.db")
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, v):
+        return v if v is None else check_tracking_uri(v)
 
 
 class RunConfig(_Strict):
@@ -93,16 +112,18 @@ def _describe(err: dict, prefix: str, model: type[BaseModel] | None) -> str:
     if err["type"] == "extra_forbidden":
         allowed = f"; allowed keys here: {sorted(holder.model_fields)}" if holder is not None else ""
         return f"unknown key {loc!r}{allowed}"
+    if err["type"] == "bool_not_number":  # fco_ray.strict: the key is in the context
+        return f"{'.'.join(p for p in (loc, str(err['ctx']['key'])) if p)}: {err['msg']}"
     if err["type"] == "value_error":  # our own validators: their message names the values
         message = str(err["ctx"]["error"]) if "ctx" in err else err["msg"]
         return f"{loc}: {message}" if loc else message
-    value = err.get("input")
-    return f"{loc}: {err['msg']} (got {value!r})"
+    return f"{loc}: {err['msg']} (got {short_repr(err.get('input'))})"
 
 
 def validate_model(model: type[BaseModel], raw: Any, prefix: str) -> BaseModel:
     if not isinstance(raw, dict):
-        raise ConfigError(f"{prefix or 'config'} must be a mapping, got {type(raw).__name__}: {raw!r}")
+        raise ConfigError(f"{prefix or 'config'} must be a mapping, got {type(raw).__name__}: "
+                          f"{short_repr(raw)}")
     try:
         return model.model_validate(raw)
     except ValidationError as e:
@@ -113,8 +134,9 @@ def validate_model(model: type[BaseModel], raw: Any, prefix: str) -> BaseModel:
 def _named(raw: Any, key: str, registry: dict) -> str:
     if not isinstance(raw, dict) or "name" not in raw:
         raise ConfigError(f"{key} must be a mapping with a 'name'; allowed names: {sorted(registry)}")
-    if raw["name"] not in registry:
-        raise ConfigError(f"{key}.name: unknown {key} {raw['name']!r}; allowed: {sorted(registry)}")
+    if not isinstance(raw["name"], str) or raw["name"] not in registry:
+        raise ConfigError(f"{key}.name: unknown {key} {short_repr(raw['name'])}; "
+                          f"allowed: {sorted(registry)}")
     return raw["name"]
 
 
@@ -145,17 +167,73 @@ def parse_run(raw: Any) -> RunConfig:
         raise ConfigError("; ".join(_describe(err, "", RunConfig) for err in e.errors())) from None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.safe_load's loader (plain data only: never builds Python objects), except that
-    a key given twice in one mapping is an error rather than silently the last value."""
+MAX_CONFIG_BYTES = 2**20  # a config file is kilobytes
+MAX_ALIAS_NODES = 100_000  # nodes YAML aliases may add by expansion (a config has hundreds)
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _expanded_size(node, memo: dict) -> int:
+    """Nodes under `node` counting every alias as a copy (memoized: aliases share nodes)."""
+    if id(node) not in memo:
+        if isinstance(node, yaml.SequenceNode):
+            memo[id(node)] = 1 + sum(_expanded_size(c, memo) for c in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            memo[id(node)] = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo)
+                                     for k, v in node.value)
+        else:
+            memo[id(node)] = 1
+    return memo[id(node)]
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader (plain data only: never builds Python objects), plus:
+    - aliases are bounded: all of them together may expand to at most MAX_ALIAS_NODES
+      nodes, and an alias inside its own anchor (a recursive structure) is refused, so a
+      few hundred bytes cannot become gigabytes ("billion laughs") anywhere downstream;
+      the error names the alias's line;
+    - a key given twice in one mapping is an error rather than silently the last value
+      (keys brought in by a merge key `<<:` may be overridden, as YAML specifies)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._expanded, self._sizes, self._open = 0, {}, set()
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        anchor = getattr(event, "anchor", None)
+        if isinstance(event, yaml.AliasEvent):
+            if anchor in self._open:
+                raise yaml.composer.ComposerError(
+                    None, None, f"alias *{anchor} is inside its own anchor (a recursive "
+                    "structure)", event.start_mark)
+            if anchor in self.anchors:
+                self._expanded += _expanded_size(self.anchors[anchor], self._sizes)
+                if self._expanded > MAX_ALIAS_NODES:
+                    raise yaml.composer.ComposerError(
+                        None, None, f"aliases expand to more than {MAX_ALIAS_NODES:,} nodes "
+                        f"(at alias *{anchor}); a config needs far fewer", event.start_mark)
+            return super().compose_node(parent, index)
+        if anchor is None:
+            return super().compose_node(parent, index)
+        self._open.add(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._open.discard(anchor)
 
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE:
+                continue
             key = self.construct_object(key_node, deep=deep)
-            if key in seen:
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: SafeLoader reports it below
+                continue
+            if duplicate:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (each key once per mapping)",
+                    None, None, f"duplicate key {short_repr(key)} (each key once per mapping)",
                     key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
@@ -173,16 +251,21 @@ def _yaml_error(path: Path, e: yaml.YAMLError) -> str:
     return message
 
 
-def load_yaml(path: str | Path) -> dict:
-    """Read a YAML file with a safe loader (never executes code or builds Python objects;
-    duplicate keys are an error)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
+def parse_yaml(text: str, path: str | Path = "<string>") -> Any:
+    """Plain data from YAML text with the bounded, safe loader above."""
     try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader
+        return yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader
     except yaml.YAMLError as e:
-        raise ConfigError(_yaml_error(path, e)) from None
+        raise ConfigError(_yaml_error(Path(path), e)) from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+
+
+def load_yaml(path: str | Path) -> dict:
+    """Read a YAML config file through the one file error path (fco_ray.files) and the
+    bounded safe loader (no code, no Python objects, aliases bounded, no duplicate keys)."""
+    path = Path(path)
+    data = parse_yaml(read_text(path, "config file", MAX_CONFIG_BYTES), path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of keys, got {type(data).__name__}")
     return data
@@ -199,9 +282,9 @@ def apply_overrides(raw: dict, assignments: list[str]) -> dict:
         if not keys:
             raise ConfigError(f"--set expects key.path=value, got {item!r}")
         try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"--set {path}: cannot parse value {text!r}: {e}") from None
+            value = parse_yaml(text, f"--set {path}")
+        except ConfigError as e:
+            raise ConfigError(f"--set {path}: cannot parse value {short_repr(text)}: {e}") from None
         node = out
         for k in keys[:-1]:
             node = node.setdefault(k, {})

@@ -16,7 +16,7 @@ from mlflow import MlflowClient
 
 import fco_ray
 from fco_ray.cli import main
-from fco_ray.config import ConfigError, _UniqueKeyLoader
+from fco_ray.config import ConfigError, _ConfigLoader
 from fco_ray.data.text_generator import generate_text_nodes
 from fco_ray.problems.text import SparseTextLogReg, data_fingerprint
 
@@ -249,8 +249,8 @@ def test_nothing_unpickles_or_evaluates_untrusted_data():
     assert found == []
     yaml_loads = [line for p in REPO.glob("fco_ray/**/*.py") for line in p.read_text().splitlines()
                   if re.search(r"yaml\.(load|load_all)\(", line)]
-    assert all("Loader=_UniqueKeyLoader" in line for line in yaml_loads)
-    assert issubclass(_UniqueKeyLoader, yaml.SafeLoader)
+    assert all("Loader=_ConfigLoader" in line for line in yaml_loads)
+    assert issubclass(_ConfigLoader, yaml.SafeLoader)
 
 
 class _Payload:

@@ -13,10 +13,11 @@ import abc
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..problems.base import Problem
 from ..random import Key, sample_clients
+from ..strict import no_bool_numbers
 from ..tree import Params
 
 State = dict[str, Any]
@@ -26,6 +27,7 @@ class Hyper(BaseModel):
     """Hyperparameters shared by the federated algorithms (flat names, sweepable)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _no_bools = model_validator(mode="before")(no_bool_numbers)  # `client_lr: on` is an error
 
     name: str
     client_lr: float = Field(0.01, gt=0, allow_inf_nan=False)

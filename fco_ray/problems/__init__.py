@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..strict import no_bool_numbers
 from .base import ClientData, Problem
 from .linear import make_lasso, make_lowrank
 
@@ -15,6 +16,7 @@ class ProblemParams(BaseModel):
     """Base of every problem's parameter model: flat, validated, unknown keys rejected."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _no_bools = model_validator(mode="before")(no_bool_numbers)  # `dim: yes` is an error
     name: str
     data_seed: int | None = Field(None, ge=0, description="data seed; None = the run's seed")
 
