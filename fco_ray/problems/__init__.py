@@ -7,6 +7,7 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..limits import check_memory
 from ..strict import no_bool_numbers
 from .base import ClientData, Problem
 from .linear import make_lasso, make_lowrank
@@ -19,6 +20,12 @@ class ProblemParams(BaseModel):
     _no_bools = model_validator(mode="before")(no_bool_numbers)  # `dim: yes` is an error
     name: str
     data_seed: int | None = Field(None, ge=0, description="data seed; None = the run's seed")
+
+    def estimated_bytes(self) -> dict[str, int] | None:
+        """A lower bound of the memory a run of the problem takes (data, model), from the
+        parameters alone: {part, naming the keys it grows with: bytes}; None = unknown.
+        fco_ray.limits checks it against the memory available before anything is allocated."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,7 @@ def register_problem(name: str, params: type[ProblemParams]):
 
 
 def build_problem(params: ProblemParams, seed: int) -> Problem:
+    check_memory(params)  # a ConfigError naming the key if it cannot fit
     data_seed = seed if params.data_seed is None else params.data_seed
     return PROBLEMS[params.name].build(params, data_seed)
 
@@ -68,6 +76,16 @@ class LassoParams(ProblemParams):
 
     _sizes = field_validator("samples_per_client")(_positive_sizes)
 
+    def estimated_bytes(self):
+        # float64 (clients, most samples, dim), padded; generating a set takes it twice
+        # (the AR(1) filter's input and output), the validation set after the training set
+        n = _most_samples(self.samples_per_client)
+        train, val = 8 * self.clients * n * self.dim, 8 * self.val_clients * n * self.dim
+        return {f"the training data (problem.clients={self.clients} x problem.samples_per_client"
+                f"={n} x problem.dim={self.dim} floats)": train,
+                f"a copy while generating it, or the validation data (problem.val_clients="
+                f"{self.val_clients}) twice": max(train, 2 * val)}
+
 
 class LowRankParams(ProblemParams):
     """E2 federated low-rank matrix estimation; defaults: 32 x 32, rank 16, 64 x 128, lam 0.1."""
@@ -82,6 +100,18 @@ class LowRankParams(ProblemParams):
     noise: float = Field(1.0, ge=0, allow_inf_nan=False)
 
     _sizes = field_validator("samples_per_client")(_positive_sizes)
+
+    def estimated_bytes(self):
+        # float64 features of shape (dim, dim) per sample, padded to the largest client
+        n = _most_samples(self.samples_per_client)
+        return {f"the training data (problem.clients={self.clients} x problem.samples_per_client"
+                f"={n} x problem.dim^2={self.dim}^2 floats)": 8 * self.clients * n * self.dim**2,
+                f"the validation data (problem.val_clients={self.val_clients} x {n} x "
+                f"problem.dim^2={self.dim}^2 floats)": 8 * self.val_clients * n * self.dim**2}
+
+
+def _most_samples(samples_per_client) -> int:
+    return samples_per_client if isinstance(samples_per_client, int) else max(samples_per_client)
 
 
 def _check_sizes(p):
