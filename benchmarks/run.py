@@ -458,10 +458,10 @@ E1_GRID_TRIALS = 4 * 35 * 3  # algorithms x rate pairs x seeds of the full E1 gr
 
 
 def section_sweep(out: dict, quick: bool, repeats: int) -> None:
-    """Reduced versions of sweeps/e1_lasso.yaml through `fco_ray.tune.run_sweep` (what
+    """Reduced versions of sweeps/e1_lasso.yaml through `fco_ray.sweep.run_sweep` (what
     `fco-ray sweep` runs), each in a fresh MLflow SQLite store and Tune directory."""
     try:
-        from fco_ray.tune import run_sweep
+        from fco_ray.sweep import run_sweep
     except ImportError as e:
         out["sweep"] = {"skipped": f"the sweep runner is not importable: {e}"}
         print(f"  sweep skipped: {e}", flush=True)

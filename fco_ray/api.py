@@ -8,6 +8,7 @@ import pandas as pd
 
 from .algorithms import ALGORITHMS
 from .backends import make_backend
+from .checks import check_clients, check_fits
 from .config import ConfigError, RunConfig, load_yaml, parse_run
 from .engine import run_rounds
 from .problems import build_problem
@@ -45,11 +46,12 @@ def run(config, *, problem: Problem | None = None,
     if problem is not None and isinstance(config, dict):
         config = {**config, "problem": {"name": "custom"}}
     cfg = resolve(config)
-    problem = problem if problem is not None else make_problem(cfg)
+    if problem is not None:  # a custom instance: its own kinds decide what fits
+        check_fits(cfg.algorithm.name, problem.kinds, problem.name)
+    else:
+        problem = make_problem(cfg)
+    check_clients(cfg.algorithm.clients_per_round, problem.num_clients, problem.name)
     algorithm = ALGORITHMS[cfg.algorithm.name](cfg.algorithm)
-    if cfg.algorithm.clients_per_round is not None and cfg.algorithm.clients_per_round > problem.num_clients:
-        raise ConfigError(f"algorithm.clients_per_round must be <= {problem.num_clients} "
-                          f"(the problem's training clients), got {cfg.algorithm.clients_per_round}")
     backend = make_backend(cfg.backend.model_dump(), problem)
     try:
         result = run_rounds(problem, algorithm, backend, rounds=cfg.rounds,

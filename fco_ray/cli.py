@@ -92,7 +92,7 @@ def add_sweep(sub) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from .tune import run_sweep
+    from .sweep import run_sweep
 
     outcome = run_sweep(args.file, args.set, resume=args.resume, storage=args.storage)
     if not outcome.best.empty:
@@ -126,7 +126,7 @@ def cmd_runs(args) -> int:
 
     name, experiment, uri = args.sweep, args.experiment, args.tracking_uri
     if Path(args.sweep).suffix in (".yaml", ".yml") or Path(args.sweep).is_file():
-        from .tune import read_sweep_file
+        from .sweep import read_sweep_file
 
         spec = read_sweep_file(args.sweep)
         name, experiment = spec.name, experiment or spec.tracking.experiment
@@ -201,7 +201,7 @@ def cmd_report(args) -> int:
 
     sweep, uri = args.sweep, args.tracking_uri
     if Path(sweep).suffix in (".yaml", ".yml") or Path(sweep).is_file():
-        from .tune import read_sweep_file
+        from .sweep import read_sweep_file
 
         spec = read_sweep_file(sweep)
         sweep, uri = spec.name, uri or spec.tracking.uri

@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from .algorithms import ALGORITHMS, Hyper
+from .checks import check_fits
 from .errors import ConfigError, short_repr
 from .files import read_text
 from .problems import PROBLEMS, ProblemParams
@@ -161,6 +162,7 @@ def parse_run(raw: Any) -> RunConfig:
         raise ConfigError("config needs both 'problem' and 'algorithm' sections")
     rest = {k: v for k, v in raw.items() if k not in ("problem", "algorithm")}
     fields = {"problem": parse_problem(raw["problem"]), "algorithm": parse_algorithm(raw["algorithm"])}
+    check_fits(fields["algorithm"].name, fields["problem"].problem_class.kinds, fields["problem"].name)
     try:
         return RunConfig.model_validate({**rest, **fields})
     except ValidationError as e:

@@ -4,7 +4,7 @@ import pytest
 
 from fco_ray import regularizers as R
 from fco_ray.algorithms import ALGORITHMS
-from fco_ray.algorithms.base import Hyper
+from fco_ray.algorithms.base import FederatedHyper
 from fco_ray.backends import LocalBackend
 from fco_ray.engine import INIT_TAG, run_rounds
 from fco_ray.random import generator, sample_clients
@@ -149,7 +149,7 @@ def test_one_client_k1_feddualavg_is_regularized_dual_averaging():
 
 def test_results_do_not_depend_on_chunking():
     problem = small_lasso()
-    hyper = Hyper(name="feddualavg", client_lr=0.01, clients_per_round=6, local_steps=3, batch_size=4)
+    hyper = FederatedHyper(name="feddualavg", client_lr=0.01, clients_per_round=6, local_steps=3, batch_size=4)
     outs = []
     for chunk in (1, 4, 1024):
         alg = ALGORITHMS["feddualavg"](hyper)
@@ -168,8 +168,8 @@ def test_sample_weighted_aggregation():
                          support=2, val_clients=1, bias="zero", correlation=0.5, noise=1.0)
     del base
     hp = dict(client_lr=0.01, local_steps=2, batch_size=2, clients_per_round=None)
-    uni = ALGORITHMS["fedavg"](Hyper(name="fedavg", **hp))
-    wtd = ALGORITHMS["fedavg"](Hyper(name="fedavg", weighting="samples", **hp))
+    uni = ALGORITHMS["fedavg"](FederatedHyper(name="fedavg", **hp))
+    wtd = ALGORITHMS["fedavg"](FederatedHyper(name="fedavg", weighting="samples", **hp))
     w0 = problem.init_params(generator(0, INIT_TAG))
     from fco_ray.random import Key
 

@@ -33,7 +33,8 @@ from fco_ray.data.text_generator import generate_text_nodes  # noqa: E402
 from fco_ray.engine import run_rounds  # noqa: E402
 from fco_ray.problems.text import SparseTextLogReg  # noqa: E402
 from fco_ray.tracking import Store, children, find_parent, trials_frame  # noqa: E402
-from fco_ray.tune import SweepInterrupted, _Driver, run_sweep  # noqa: E402
+from fco_ray.sweep import SweepInterrupted, run_sweep  # noqa: E402
+from fco_ray.sweep.logging import MLflowLogger  # noqa: E402
 
 LASSO = {"name": "lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
          "samples_per_client": 32}
@@ -195,15 +196,15 @@ def test_killed_trial_is_rerun_once_in_mlflow_and_a_linalg_failure_is_diverged(
     """The trial with fail_at_eval=0 is SIGKILLed (its process, by the pid in its round-10
     result) and rerun from round 0 by Tune; the fail_at_eval=3 trial raises LinAlgError."""
     killed = []
-    on_trial_result = _Driver.on_trial_result
+    on_trial_result = MLflowLogger.on_trial_result
 
     def kill_once(self, iteration, trials, trial, result, **info):
-        if trial.config["problem.fail_at_eval"] == 0 and result.get("round") == 10 and not killed:
+        if trial.config["point"]["problem.fail_at_eval"] == 0 and result.get("round") == 10 and not killed:
             os.kill(result["pid"], signal.SIGKILL)
             killed.append(result["pid"])
         return on_trial_result(self, iteration, trials, trial, result, **info)
 
-    monkeypatch.setattr(_Driver, "on_trial_result", kill_once)
+    monkeypatch.setattr(MLflowLogger, "on_trial_result", kill_once)
     lines = []
     outcome = run_sweep(faults_sweep(tmp_path), storage=tmp_path / "state", echo=lines.append)
     assert killed and outcome.ok  # the sweep went on and ended well
@@ -240,7 +241,7 @@ def test_killed_trial_is_rerun_once_in_mlflow_and_a_linalg_failure_is_diverged(
     assert [m.step for m in history(3)] == [0, 5]
     np.testing.assert_allclose([m.value for m in history(3)], diverged["f1"], rtol=1e-12)
     ranked = outcome.results.get_dataframe().sort_values("f1", ascending=False)
-    assert list(ranked["config/problem.fail_at_eval"]) == [0, 3] and ranked["f1"].iloc[-1] == -np.inf
+    assert list(ranked["config/point/problem.fail_at_eval"]) == [0, 3] and ranked["f1"].iloc[-1] == -np.inf
     assert "fco.best.feddualavg" in parent.data.tags
 
 

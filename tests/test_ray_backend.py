@@ -16,7 +16,9 @@ import fco_ray  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.api import make_problem, resolve  # noqa: E402
 from fco_ray.backends import LocalBackend, make_backend  # noqa: E402
-from fco_ray.backends.ray_backend import RayBackend, trial_bundles  # noqa: E402
+from fco_ray.backends.ray_backend import RayBackend  # noqa: E402
+from fco_ray.config import parse_run  # noqa: E402
+from fco_ray.sweep.trainable import trial_bundles  # noqa: E402
 from fco_ray.engine import run_rounds  # noqa: E402
 from fco_ray.random import Key  # noqa: E402
 
@@ -192,10 +194,16 @@ def test_joins_the_cluster_at_ray_address(cluster):
     assert ray.is_initialized() and len(ray.nodes()) == 2  # the cluster itself is untouched
 
 
+def _backend(section: dict):
+    return parse_run({"problem": {"name": "lasso"}, "algorithm": {"name": "fedavg"},
+                      "backend": section}).backend
+
+
 def test_trial_bundles():
-    assert trial_bundles({"name": "local", "chunk_size": 8}) == [{"CPU": 1}]
-    assert trial_bundles({"name": "ray", "actors": 3, "cpus_per_actor": 0.5}) == [
+    assert trial_bundles(_backend({"name": "local", "chunk_size": 8})) == [{"CPU": 1}]
+    assert trial_bundles(_backend({"name": "ray", "actors": 3, "cpus_per_actor": 0.5})) == [
         {"CPU": 1}, {"CPU": 0.5}, {"CPU": 0.5}, {"CPU": 0.5}]
+    assert trial_bundles(_backend({"name": "ray"})) == [{"CPU": 1}, {"CPU": 1.0}, {"CPU": 1.0}]
 
 
 @ray.remote
@@ -217,7 +225,7 @@ def test_actors_use_the_trial_placement_group(cluster):
     backend = {"name": "ray", "actors": 2, "cpus_per_actor": 0.5, "placement": "spread",
                "chunk_size": 1024}
     cfg = config(E1, "feddualavg", backend)
-    pg = placement_group(trial_bundles(backend), strategy="SPREAD")
+    pg = placement_group(trial_bundles(_backend(backend)), strategy="SPREAD")
     assert pg.wait(timeout_seconds=30)
     try:
         strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0,

@@ -201,7 +201,7 @@ def test_constrained_run_on_fabricated_emnist(emnist_dir, name):
 
 
 def test_sweep_files_validate_with_local_data(haxby_dir, emnist_dir):
-    from fco_ray.tune import load_sweep
+    from fco_ray.sweep import load_sweep
 
     sweeps = Path(__file__).resolve().parents[1] / "sweeps"
     for name in ("e3_haxby", "e3_haxby_baselines"):

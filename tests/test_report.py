@@ -293,7 +293,7 @@ REAL_SWEEP = {
 @pytest.fixture(scope="module")
 def real_sweep(tmp_path_factory):
     ray = pytest.importorskip("ray")
-    from fco_ray.tune import run_sweep
+    from fco_ray.sweep import run_sweep
 
     root = tmp_path_factory.mktemp("real_sweep")
     uri = f"sqlite:///{root / 'mlflow.db'}"

@@ -10,7 +10,9 @@ import fco_ray
 from fco_ray.cli import main
 from fco_ray.config import ConfigError
 from fco_ray.tracking import Store, children, find_parent, trials_frame
-from fco_ray.tune import _TrialResources, _tune_config, load_sweep, run_sweep
+from fco_ray.sweep import load_sweep, run_sweep
+from fco_ray.sweep.run import tune_config
+from fco_ray.sweep.trainable import TrialResources
 
 PROBLEM = {"name": "lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
            "samples_per_client": 32}
@@ -115,7 +117,7 @@ def test_ray_backend_trial_reserves_its_actors(ray_cluster, tmp_path):
                        search={"grid": {"algorithm.client_lr": [0.001]}},
                        backend={"name": "ray", "actors": 1})
     sweep = load_sweep(path)
-    assert _TrialResources(sweep)(next(sweep.points())).bundles == [{"CPU": 1.0}, {"CPU": 1.0}]
+    assert TrialResources(sweep)(next(sweep.points())).bundles == [{"CPU": 1.0}, {"CPU": 1.0}]
     outcome = run_sweep(path, storage=tmp_path / "ray_results", echo=lambda line: None)
     assert outcome.ok
     store = Store(outcome.tracking_uri)
@@ -134,7 +136,7 @@ def test_random_search_and_asha_settings(tmp_path):
     assert sweep.num_trials() == 2 * 1 * 2 * 3  # algorithms x seeds x grid x samples
     space = sweep.param_space()
     assert space["algorithm.client_lr"].lower == 1e-4 and space["algorithm.client_lr"].upper == 1e-2
-    config = _tune_config(sweep)
+    config = tune_config(sweep)
     # ASHA on rounds: milestones at grace_period * reduction_factor^k below max_t = rounds
     assert config.scheduler._time_attr == "round" and config.scheduler._max_t == 20
     assert [milestone for milestone, _ in config.scheduler._brackets[0]._rungs] == [15, 5]
@@ -160,20 +162,25 @@ def test_metric_must_be_reported(tmp_path):
         load_sweep(write_sweep(tmp_path, tune={"metric": "rank"}))
 
 
-def test_a_trial_process_reuses_the_last_problem_only_for_the_same_problem_and_seed():
-    from fco_ray.tune import _problem_of
+def test_search_axes_apply_only_to_the_algorithms_that_have_them(tmp_path):
+    """centralized has no rates: a client_lr x server_lr grid runs it once per seed, and a
+    shared hyperparameter it lacks is not given to it; one no algorithm has is an error."""
+    path = write_sweep(tmp_path, algorithms=["centralized", "fedmid"], seeds=[0, 1],
+                       search={"grid": {"algorithm.client_lr": [0.001, 0.01],
+                                        "algorithm.server_lr": [1.0, 0.3]}},
+                       tune={"metric": "train_loss"})
+    sweep = load_sweep(path)
+    points = list(sweep.grid_points())
+    assert sweep.num_trials() == len(points) == 2 * 1 + 2 * 4
+    assert [p for p in points if p["algorithm.name"] == "centralized"] == [
+        {"algorithm.name": "centralized", "seed": 0}, {"algorithm.name": "centralized", "seed": 1}]
+    assert sweep.run_config(points[0]).algorithm.model_dump() == {
+        "name": "centralized", "clients_per_round": 4, "weighting": "uniform"}
+    with pytest.raises(ConfigError, match="unknown key 'algorithm.server_lr': a hyperparameter of none of"):
+        load_sweep(write_sweep(tmp_path, algorithms=["centralized"], algorithm={},
+                               search={"grid": {"algorithm.server_lr": [1.0]}}))
 
-    base = {"problem": PROBLEM, "algorithm": {"name": "fedmid", "clients_per_round": 4},
-            "rounds": 3, "eval_every": 1, "seed": 0}
-    first = _problem_of(base)
-    assert _problem_of({**base, "algorithm": {"name": "feddualavg", "client_lr": 0.5}}) is first
-    other_seed = _problem_of({**base, "seed": 1})
-    assert other_seed is not first
-    assert not np.array_equal(other_seed.train.arrays["x"], first.train.arrays["x"])
-    other_problem = _problem_of({**base, "seed": 1, "problem": {**PROBLEM, "lam": 0.2}})
-    assert other_problem is not other_seed and other_problem.psi.regs["w"].lam == 0.2
-    # a run on the reused problem equals a run that builds its own
-    cfg = {**base, "seed": 1, "problem": {**PROBLEM, "lam": 0.2}}
-    reused = fco_ray.run(cfg, problem=_problem_of(cfg))
-    fresh = fco_ray.run(cfg)
-    assert np.allclose(reused["train_loss"], fresh["train_loss"], rtol=0, atol=0)
+
+def test_an_algorithm_that_does_not_fit_the_problem_is_rejected(tmp_path):
+    with pytest.raises(ConfigError, match="algorithm 'feddualex' does not fit problem 'lasso'"):
+        load_sweep(write_sweep(tmp_path, algorithms=["feddualex"]))

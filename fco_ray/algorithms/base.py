@@ -23,24 +23,41 @@ from ..tree import Params
 State = dict[str, Any]
 
 
+#: What a problem offers the algorithms (`Problem.kinds`) and what an algorithm needs
+#: (`Algorithm.supports`): a pair fits when they share a kind (checked by `fco_ray.checks`).
+PROBLEM_KINDS = {
+    "minimize": "min F(w) + psi(w) with stochastic client gradients",
+    "saddle": "min_x max_y f(x, y) + psi1(x) - psi2(y), through the operator (grad_x f, -grad_y f)",
+    "nodes": "a finite sum over per-node samples, with exact per-node passes (federated SVRG family)",
+}
+
+
 class Hyper(BaseModel):
-    """Hyperparameters shared by the federated algorithms (flat names, sweepable)."""
+    """Hyperparameters every algorithm has (flat names, sweepable). Each family extends it
+    with only the names it uses, so a sweep over an unused name is a config error."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     _no_bools = model_validator(mode="before")(no_bool_numbers)  # `client_lr: on` is an error
 
     name: str
-    client_lr: float = Field(0.01, gt=0, allow_inf_nan=False)
-    server_lr: float = Field(1.0, gt=0, allow_inf_nan=False)
-    local_steps: int = Field(10, ge=1)
-    batch_size: int | None = Field(10, ge=1, description="None = full local batch")
     clients_per_round: int | None = Field(10, ge=1, description="None = all clients")
     weighting: Literal["uniform", "samples"] = "uniform"
 
 
+class FederatedHyper(Hyper):
+    """Local-SGD-type methods: K local steps of minibatch size B, client and server rates."""
+
+    client_lr: float = Field(0.01, gt=0, allow_inf_nan=False)
+    server_lr: float = Field(1.0, gt=0, allow_inf_nan=False)
+    local_steps: int = Field(10, ge=1)
+    batch_size: int | None = Field(10, ge=1, description="None = full local batch")
+
+
 class Algorithm(abc.ABC):
     name: ClassVar[str]
-    Hyper: ClassVar[type[Hyper]] = Hyper
+    Hyper: ClassVar[type[Hyper]] = FederatedHyper
+    #: the problem kinds (PROBLEM_KINDS) this algorithm runs on
+    supports: ClassVar[frozenset[str]] = frozenset({"minimize"})
     #: round-level work only on the server (no clients are called): e.g. centralized
     uses_clients: ClassVar[bool] = True
     #: client exchanges per communication round (e.g. 2 for FSVRG: full gradient, then local
@@ -52,13 +69,9 @@ class Algorithm(abc.ABC):
 
     def select_clients(self, seed: int, rnd: int, num_clients: int) -> np.ndarray:
         """The round's clients: uniform without replacement, keyed by (seed, round)."""
-        per_round = self.hp.clients_per_round
+        per_round = self.hp.clients_per_round  # checked against the problem: fco_ray.checks
         if per_round is None:
             return np.arange(num_clients)
-        if per_round > num_clients:
-            raise ValueError(
-                f"algorithm.clients_per_round must be <= {num_clients} (the problem's clients), "
-                f"got {per_round}")
         return sample_clients(seed, rnd, num_clients, per_round)
 
     def client_weights(self, problem: Problem, rows: np.ndarray) -> np.ndarray:
@@ -86,3 +99,8 @@ class Algorithm(abc.ABC):
     def extra_outputs(self, problem: Problem, state: State) -> dict[str, Params]:
         """Other models to evaluate, by metric-name suffix (e.g. the ergodic average)."""
         return {}
+
+    def extra_output_names(self) -> list[str]:
+        """The suffixes `extra_outputs` uses (known without a state: for validating a sweep's
+        metric before any run)."""
+        return []

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..solvers import FistaState, fista_step, initial_step
 from ..tree import copy
-from .base import Algorithm
+from .base import Algorithm, Hyper
 
 
 class Centralized(Algorithm):
@@ -13,6 +13,7 @@ class Centralized(Algorithm):
 
     name = "centralized"
     uses_clients = False
+    Hyper = Hyper  # no rates, steps or batches: FISTA's step comes from the problem
 
     def server_init(self, problem, params0):
         return {"fista": FistaState(copy(params0), copy(params0), 1.0, initial_step(problem, params0))}

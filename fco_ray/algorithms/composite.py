@@ -13,7 +13,7 @@ from pydantic import Field
 from ..problems.base import Problem
 from ..random import Key
 from ..tree import axpy, copy, stack, sub
-from .base import Algorithm, Hyper, State
+from .base import Algorithm, FederatedHyper, State
 
 
 class PrimalAveraging(Algorithm):
@@ -65,13 +65,14 @@ class FedAvgSubgrad(PrimalAveraging):
 
 class FedMiD(PrimalAveraging):
     name, client_step, server_prox = "fedmid", "prox", True
+    supports = frozenset({"minimize", "saddle"})  # a baseline on the saddle operator (ICLR'24)
 
 
 class FedMiDOSP(PrimalAveraging):
     name, client_step, server_prox = "fedmid_osp", "sgd", True
 
 
-class LocalHyper(Hyper):
+class LocalHyper(FederatedHyper):
     client: int = Field(0, ge=0, description="the one client that trains, alone")
     server_lr: float = Field(1.0, ge=1.0, le=1.0)
 
@@ -125,6 +126,7 @@ class DualAveraging(Algorithm):
 
 class FedDualAvg(DualAveraging):
     name, client_prox = "feddualavg", True
+    supports = frozenset({"minimize", "saddle"})  # a baseline on the saddle operator (ICLR'24)
 
 
 class FedDualAvgOSP(DualAveraging):

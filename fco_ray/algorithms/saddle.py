@@ -23,10 +23,10 @@ from pydantic import Field
 from ..problems.base import Problem
 from ..random import NOISE, NOISE2, Key
 from ..tree import Params, axpy, copy, stack, sub, tmap
-from .base import Algorithm, Hyper, State
+from .base import Algorithm, FederatedHyper, State
 
 
-class SaddleHyper(Hyper):
+class SaddleHyper(FederatedHyper):
     ergodic: bool = Field(
         True, description="also upload each client's sum of z_half to report the ergodic "
         "average (metrics suffixed _ergodic); doubles floats_up")
@@ -58,6 +58,9 @@ class _Ergodic:
             return {"ergodic": state["z0"]}
         return {"ergodic": tmap(lambda s: s / state["steps"], state["zsum"])}
 
+    def extra_output_names(self) -> list[str]:
+        return ["ergodic"] if self.hp.ergodic else []
+
     def ergodic_message(self, zsum: Params) -> dict:
         return {"zhalf_" + k: v for k, v in zsum.items()} if self.hp.ergodic else {}
 
@@ -77,6 +80,7 @@ class FeDualEx(_Ergodic, Algorithm):
 
     name = "feddualex"
     Hyper = SaddleHyper
+    supports = frozenset({"saddle"})
 
     def server_init(self, problem, params0):
         return {"s": tmap(np.zeros_like, params0), "sbar": copy(params0), "t": 0.0,
@@ -124,6 +128,7 @@ class PrimalSaddle(_Ergodic, Algorithm):
     extra: ClassVar[bool]
     prox: ClassVar[bool]
     Hyper = SaddleHyper
+    supports = frozenset({"saddle"})
 
     def server_init(self, problem, params0):
         return {"z": copy(params0), **self.ergodic_init(params0)}

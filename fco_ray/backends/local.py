@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
@@ -19,11 +18,12 @@ MIN_BLOCK = 8  # below this the per-block Python overhead outweighs the cache ga
 
 
 def block_size(algorithm, problem) -> int:
-    """Clients per block: BLOCK_BYTES / (batch_size x bytes of one sample), at least MIN_BLOCK."""
+    """Clients per block: BLOCK_BYTES / (batch_size x bytes of one sample), at least MIN_BLOCK.
+    Without a batch size (full local passes) a client's whole data counts."""
     train = problem.train
-    row = sum(v.itemsize * math.prod(v.shape[2:]) for v in train.arrays.values())
-    batch = getattr(algorithm.hp, "batch_size", None) or train.max_samples
-    return max(MIN_BLOCK, BLOCK_BYTES // max(1, batch * row))
+    row = sum(v.nbytes for v in train.arrays.values()) / max(1, int(train.sizes.sum()))
+    batch = getattr(algorithm.hp, "batch_size", None) or int(train.sizes.max())
+    return max(MIN_BLOCK, int(BLOCK_BYTES // max(1.0, batch * row)))
 
 
 def weighted_sum(algorithm, problem, payload, rows, key: Key) -> tuple[dict, float]:

@@ -23,7 +23,7 @@ The exception is client-resident state that a run builds up on the actors (CoCoA
 a restart loses it, and the backend raises instead of continuing with wrong numbers.
 An actor ended on purpose (`ray.kill`) or out of restarts is an error (RuntimeError).
 
-Resources: inside a Ray Tune trial that reserved a placement group (see `trial_bundles`),
+Resources: inside a Ray Tune trial that reserved a placement group (see `fco_ray.sweep.trainable.trial_bundles`),
 actor i runs in the trial's bundle i + 1 (bundle 0 is the trial itself). Otherwise the
 backend reserves its own placement group of `actors` bundles {"CPU": cpus_per_actor}
 (strategy SPREAD or PACK) and releases it in `close()`.
@@ -45,16 +45,6 @@ from ..random import Key
 from .local import add_sums, weighted_sum
 
 STRATEGIES = {"spread": "SPREAD", "pack": "PACK"}
-
-
-def trial_bundles(backend_cfg: dict) -> list[dict]:
-    """Placement-group bundles a Tune trial must reserve for its backend:
-    one CPU for the trial driver (bundle 0), then one bundle per Ray actor."""
-    if backend_cfg.get("name", "local") == "local":
-        return [{"CPU": 1}]
-    actors = int(backend_cfg.get("actors", 2))
-    cpus = float(backend_cfg.get("cpus_per_actor", 1.0))
-    return [{"CPU": 1}] + [{"CPU": cpus}] * actors
 
 
 #: Broadcasts up to this size are sent inline with each actor call instead of through the
@@ -196,7 +186,7 @@ class RayBackend:
             if len(specs) < n + 1 or any(s.get("CPU", 0) < cpus for s in specs[1:n + 1]):
                 raise RuntimeError(
                     f"the enclosing placement group has bundles {specs}; the ray backend needs "
-                    f"bundle 0 for the trial plus {n} bundles with >= {cpus} CPU (see trial_bundles)")
+                    f"bundle 0 for the trial plus {n} bundles with >= {cpus} CPU (see fco_ray.sweep.trainable.trial_bundles)")
             return [PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i + 1)
                     for i in range(n)]
         self.own_pg = placement_group([{"CPU": cpus}] * n, strategy=strategy)

@@ -1,56 +1,14 @@
-"""Registry of problems by name: a pydantic model of the parameters (defaults = the paper
-setting of EXPERIMENTS.md) and a builder `(params, seed) -> Problem`."""
+"""The problems, registered by name (see `registry.py`): E1 / E2 here, the others in
+their modules, each imported once below."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from ..limits import check_memory
-from ..strict import no_bool_numbers
 from .base import ClientData, Problem
 from .linear import make_lasso, make_lowrank
-
-
-class ProblemParams(BaseModel):
-    """Base of every problem's parameter model: flat, validated, unknown keys rejected."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    _no_bools = model_validator(mode="before")(no_bool_numbers)  # `dim: yes` is an error
-    name: str
-    data_seed: int | None = Field(None, ge=0, description="data seed; None = the run's seed")
-
-    def estimated_bytes(self) -> dict[str, int] | None:
-        """A lower bound of the memory a run of the problem takes (data, model), from the
-        parameters alone: {part, naming the keys it grows with: bytes}; None = unknown.
-        fco_ray.limits checks it against the memory available before anything is allocated."""
-        return None
-
-
-@dataclass(frozen=True)
-class ProblemSpec:
-    params: type[ProblemParams]
-    build: Callable[[ProblemParams, int], Problem]
-
-
-PROBLEMS: dict[str, ProblemSpec] = {}
-
-
-def register_problem(name: str, params: type[ProblemParams]):
-    """Decorator: `@register_problem("mine", MyParams) def build(params, seed) -> Problem`."""
-
-    def wrap(build):
-        PROBLEMS[name] = ProblemSpec(params, build)
-        return build
-
-    return wrap
-
-
-def build_problem(params: ProblemParams, seed: int) -> Problem:
-    check_memory(params)  # a ConfigError naming the key if it cannot fit
-    data_seed = seed if params.data_seed is None else params.data_seed
-    return PROBLEMS[params.name].build(params, data_seed)
+from .registry import PROBLEMS, ProblemParams, ProblemSpec, build_problem, register_problem
 
 
 def _positive_sizes(v):
@@ -148,11 +106,12 @@ def _custom(p: CustomParams, seed: int) -> Problem:
                      "as fco_ray.run(config, problem=my_problem)")
 
 
-# problem modules that register themselves with @register_problem (imported last: they use it)
+# the other problem families (each registers its builders with registry.register_problem)
 from . import logistic as _logistic  # noqa: E402,F401  sparse_logreg, constrained_logreg
 from . import mlp as _mlp  # noqa: E402,F401  mlp
 from . import saddle as _saddle  # noqa: E402,F401  bilinear_l1, bilinear_nuclear
 from . import adversarial as _adversarial  # noqa: E402,F401  adversarial
 from . import text as _text  # noqa: E402,F401  sparse_text_logreg
 
-__all__ = ["PROBLEMS", "ClientData", "Problem", "ProblemParams", "build_problem", "register_problem"]
+__all__ = ["PROBLEMS", "ClientData", "Problem", "ProblemParams", "ProblemSpec", "build_problem",
+           "register_problem"]

@@ -22,7 +22,7 @@ draws delta as an 8x8 image.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -31,7 +31,7 @@ from scipy.special import log_softmax, softmax
 from .. import regularizers as R
 from ..data.partition import digits_clients
 from ..tree import Params
-from . import ProblemParams, register_problem
+from .registry import ProblemParams, register_problem
 from .base import ClientData
 from .saddle import ZERO_TOL, SaddleProblem
 
@@ -130,6 +130,8 @@ def render_attack(delta: np.ndarray, path: str | Path, title: str | None = None,
 class AdversarialParams(ProblemParams):
     """E6 universal adversarial training on digits; defaults: D = 0.05, lam = 0.1, 100 clients,
     no intercept (see the module docstring), nearly IID split (alpha = 100)."""
+
+    problem_class: ClassVar[type] = UniversalAdversarial
 
     name: Literal["adversarial"] = "adversarial"
     lam: float = Field(0.1, ge=0, allow_inf_nan=False, description="l1 weight on the attack")

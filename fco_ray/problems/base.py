@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -103,6 +103,8 @@ class Problem(abc.ABC):
     psi: Blockwise
     name: str = "custom"
     info: dict[str, Any] = field(default_factory=dict)
+    #: what this problem offers the algorithms (fco_ray.algorithms.base.PROBLEM_KINDS)
+    kinds: ClassVar[frozenset[str]] = frozenset({"minimize"})
 
     # ---- hooks for subclasses ---------------------------------------------------------
     def init_params(self, rng: np.random.Generator) -> Params:
@@ -179,6 +181,11 @@ class Problem(abc.ABC):
 
     def objective(self, params: Params) -> float:
         return self.loss(params) + float(self.psi.value(params))
+
+    def metric_names(self) -> list[str]:
+        """The names `metrics` reports, for validating a sweep's metric before it runs.
+        Default: the metrics of the initial model (override where evaluating is costly)."""
+        return list(self.metrics(self.init_params(np.random.default_rng(0))))
 
     def metrics(self, params: Params) -> dict[str, float]:
         with np.errstate(all="ignore"):

@@ -20,7 +20,7 @@ from pydantic import Field, field_validator
 
 from .. import regularizers as R
 from ..tree import Params
-from . import register_problem
+from .registry import register_problem
 from .logistic import Classifier, _bias, _ImageParams, image_data, softmax_cross_entropy
 
 

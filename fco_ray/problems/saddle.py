@@ -43,7 +43,7 @@ from pydantic import Field, model_validator
 from .. import regularizers as R
 from ..random import Key
 from ..tree import Params
-from . import ProblemParams, register_problem
+from .registry import ProblemParams, register_problem
 from .base import ClientData, Problem
 
 ZERO_TOL = 1e-5  # |v| below this counts as zero for `density` and singular values for `rank` (E5)
@@ -61,6 +61,8 @@ def feasible_value(psi: R.Blockwise, params: Params, blocks) -> float:
 class SaddleProblem(Problem):
     """A composite saddle problem: f and its gradient come from `loss_and_grad` (as for a
     minimization problem); `grad` returns the operator, `objective` is phi(x, y)."""
+
+    kinds = frozenset({"saddle"})
 
     max_blocks: ClassVar[tuple[str, ...]] = ("y",)
 
@@ -230,6 +232,8 @@ def make_bilinear_nuclear(*, seed: int, n: int, m: int, p: int, rank: int, lam: 
 class BilinearL1Params(ProblemParams):
     """E5 l1 bilinear saddle problem; defaults: n = 300, m = 600, lam = 0.1, D = 0.05,
     100 clients, gradient noise sigma = 0.1. Sequential FeDualEx: clients = 1; deterministic: noise = 0."""
+
+    problem_class: ClassVar[type[Problem]] = SaddleProblem
 
     name: Literal["bilinear_l1"] = "bilinear_l1"
     n: int = Field(300, ge=1, description="rows of A (size of y)")

@@ -1,0 +1,60 @@
+"""The registry of problems by name: a pydantic model of the parameters (defaults = the
+paper setting of the experiment) and a builder `(params, seed) -> Problem`.
+
+Problem modules import this module (never the package), register their builders with
+`@register_problem`, and the package imports each module once, explicitly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..limits import check_memory
+from ..strict import no_bool_numbers
+from .base import Problem
+
+
+class ProblemParams(BaseModel):
+    """Base of every problem's parameter model: flat, validated, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    _no_bools = model_validator(mode="before")(no_bool_numbers)  # `dim: yes` is an error
+    #: the Problem class the builder returns: its `kinds` say which algorithms fit, before
+    #: any data is built
+    problem_class: ClassVar[type[Problem]] = Problem
+
+    name: str
+    data_seed: int | None = Field(None, ge=0, description="data seed; None = the run's seed")
+
+    def estimated_bytes(self) -> dict[str, int] | None:
+        """A lower bound of the memory a run of the problem takes (data, model), from the
+        parameters alone: {part, naming the keys it grows with: bytes}; None = unknown.
+        fco_ray.limits checks it against the memory available before anything is allocated."""
+        return None
+
+
+@dataclass(frozen=True)
+class ProblemSpec:
+    params: type[ProblemParams]
+    build: Callable[[ProblemParams, int], Problem]
+
+
+PROBLEMS: dict[str, ProblemSpec] = {}
+
+
+def register_problem(name: str, params: type[ProblemParams]):
+    """Decorator: `@register_problem("mine", MyParams) def build(params, seed) -> Problem`."""
+
+    def wrap(build):
+        PROBLEMS[name] = ProblemSpec(params, build)
+        return build
+
+    return wrap
+
+
+def build_problem(params: ProblemParams, seed: int) -> Problem:
+    check_memory(params)  # a ConfigError naming the key if it cannot fit
+    data_seed = seed if params.data_seed is None else params.data_seed
+    return PROBLEMS[params.name].build(params, data_seed)

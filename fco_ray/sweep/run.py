@@ -1,0 +1,157 @@
+"""Orchestration: a sweep file -> a Ray Tune run whose trials are logged to MLflow.
+
+Faults: the tracking store is checked before Ray starts (`tracking.check_store`): an
+unreachable store fails the sweep before any trial runs; a store lost later stops the
+sweep with the `--resume` command, which reruns the unfinished trials and logs what is
+missing. A trial whose process fails (killed, node lost, an error) is rerun by Tune from
+round 0, at most `tune.max_failures` times: a rerun with the same seed recomputes the same
+rows, and its MLflow child run continues after the last round it logged.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable
+
+import ray
+import yaml
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler
+from ray.tune.search import BasicVariantGenerator
+
+from ..errors import ConfigError
+from ..tracking import Store, SweepLog, TrackingUnavailable, check_store
+from .logging import MLflowLogger, tune_loggers
+from .schema import Sweep, load_sweep
+from .trainable import TrialResources, train_trial, trial_dirname, trial_name
+
+SWEEP_COPY = "fco_sweep.yaml"  # the resolved sweep kept with Tune's state, checked on resume
+
+
+class SweepInterrupted(RuntimeError):
+    """Tune returned before every trial ended; the MLflow parent run stays RUNNING."""
+
+
+@dataclass
+class SweepOutcome:
+    parent_run_id: str
+    experiment_id: str
+    tracking_uri: str
+    path: Path  # Tune's experiment directory
+    results: Any  # ray.tune.ResultGrid
+    errors: int
+    best: Any  # pandas.DataFrame: tracking.best_per_algorithm of the finished sweep
+
+    @property
+    def ok(self) -> bool:
+        return self.errors == 0
+
+
+def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = False,
+              storage: str | Path | None = None,
+              echo: Callable[[str], None] = partial(print, flush=True)) -> SweepOutcome:
+    """Run (or resume) a sweep file on the current Ray cluster; what `fco-ray sweep` does.
+
+    Connects to `RAY_ADDRESS` if set, else starts a local Ray cluster (unless Ray is
+    already initialized in this process). Tune's state lives in `<storage>/<name>`
+    (default storage: `./ray_results`); `resume=True` restores it (`Tuner.restore`), reruns
+    unfinished and errored trials, and reuses the MLflow parent and child runs.
+    """
+    sweep = load_sweep(path, overrides)
+    root = Path(storage or Path.cwd() / "ray_results").resolve()
+    exp_dir = root / sweep.name
+    resolved = yaml.safe_dump(sweep.spec.model_dump(mode="json"), sort_keys=True)
+    if resume:
+        if not tune.Tuner.can_restore(str(exp_dir)):
+            raise ConfigError(f"--resume: no sweep state to resume at {exp_dir} "
+                              "(run without --resume, or pass the --storage it used)")
+        kept = exp_dir / SWEEP_COPY
+        if kept.is_file() and kept.read_text() != resolved:
+            raise ConfigError(f"--resume: {path} (with these --set values) differs from the "
+                              f"sweep being resumed ({kept}); resume with the same file and values")
+    check_store(sweep.tracking_uri)  # fail fast: before Ray starts and any trial runs
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        ray.init(address=os.environ.get("RAY_ADDRESS") or "local")
+    try:
+        store = Store(sweep.tracking_uri)
+        log = SweepLog(store, sweep.experiment, sweep.name, sweep.metric, sweep.mode,
+                       sweep.source, resume)
+        echo(f"sweep {sweep.name}: {sweep.num_trials()} trials; Tune state {exp_dir}; "
+             f"MLflow {store.uri} experiment {sweep.experiment!r}")
+        trainable = tune.with_resources(
+            tune.with_parameters(train_trial, sweep=sweep, finished=log.finished()),
+            TrialResources(sweep))
+        if resume:  # the logger comes back with Tune's state (see MLflowLogger.__reduce__)
+            tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_errored=True)
+        else:
+            logger = MLflowLogger(sweep, store.uri, echo)
+            tuner = tune.Tuner(trainable, param_space=sweep.param_space(),
+                               tune_config=tune_config(sweep),
+                               run_config=tune.RunConfig(
+                                   name=sweep.name, storage_path=str(root),
+                                   callbacks=[logger, *tune_loggers()], verbose=0,
+                                   failure_config=tune.FailureConfig(
+                                       max_failures=sweep.spec.tune.max_failures)))
+            exp_dir.mkdir(parents=True, exist_ok=True)
+            (exp_dir / SWEEP_COPY).write_text(resolved)
+        try:
+            with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"):  # our loggers: tune_loggers
+                results = tuner.fit()
+        except TrackingUnavailable as e:  # the MLflow store went away (see MLflowLogger)
+            raise SweepInterrupted(
+                f"sweep {sweep.name} stopped: {e}; the rounds logged so far are kept: once "
+                f"the store works, finish it with: fco-ray sweep {path} --resume") from None
+        ended = results.num_terminated + results.num_errors
+        if ended < sweep.num_trials():  # Tune stopped early (e.g. Ctrl-C)
+            raise SweepInterrupted(
+                f"sweep {sweep.name} stopped with {ended}/{sweep.num_trials()} trials "
+                f"done; finish it with: fco-ray sweep {path} --resume")
+        best = log.finish(failed=results.num_errors > 0)
+        if sweep.spec.report is not False:  # `report: false` in the sweep file: no report
+            from ..report import report_after_sweep  # matplotlib only when a report is drawn
+
+            report_after_sweep(log.parent_id, store.uri, echo)
+        return SweepOutcome(log.parent_id, log.experiment_id, store.uri, exp_dir, results,
+                            results.num_errors, best)
+    finally:
+        if started_ray:
+            ray.shutdown()
+
+
+@contextmanager
+def _tune_env(**values: str):
+    """Environment variables for Tune, set for the duration of one `fit` and then restored
+    (other Tune runs in the same process keep Tune's defaults)."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def tune_config(sweep: Sweep) -> tune.TuneConfig:
+    settings = sweep.spec.tune
+    scheduler = None
+    if settings.scheduler == "asha":
+        rounds = max(sweep.spec.search.grid.get("rounds", [sweep.spec.rounds]))
+        scheduler = ASHAScheduler(
+            time_attr="round", max_t=rounds, grace_period=settings.grace_period or max(1, rounds // 10),
+            reduction_factor=settings.reduction_factor)
+    return tune.TuneConfig(
+        metric=settings.metric, mode=settings.mode, scheduler=scheduler,
+        num_samples=sweep.spec.search.samples,
+        # Tune ignores max_concurrent_trials when a search_alg is given: the generator limits it
+        search_alg=BasicVariantGenerator(random_state=sweep.spec.search.seed,
+                                         max_concurrent=settings.max_concurrent or 0),
+        trial_name_creator=trial_name, trial_dirname_creator=trial_dirname,
+        reuse_actors=True)  # a new trial process costs seconds (imports); trials are stateless
+

@@ -1,0 +1,334 @@
+"""Sweep files: their schema, the trials they expand to, and validation before Tune starts.
+
+A sweep file is a run config (`fco_ray.run`) plus `name`, `algorithms` (names, or mappings
+of a name and its own fixed hyperparameters), `algorithm` (hyperparameters shared by the
+algorithms that have them), `seeds`, `search` (grid and/or random axes over dotted config
+keys) and `tune` settings. A trial is identified by its *point*, a flat dict
+`{"algorithm.name": ..., "seed": ..., <searched dotted key>: value, ...}`.
+
+Each algorithm declares its own hyperparameters, so an axis over `algorithm.X` applies only
+to the algorithms that have X: a grid over `server_lr` does not repeat `gd` or
+`centralized` trials (which have no server rate). Every trial's config is validated here,
+once, with its problem's data read and sizes checked, but no model is run and no optimum
+is solved.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..algorithms import ALGORITHMS
+from ..checks import check_clients
+from ..config import RunConfig, apply_overrides, load_yaml, parse_run, validate_model
+from ..errors import ConfigError
+from ..problems import build_problem
+from ..tracking import default_uri
+
+FIXED_POINT_KEYS = ("algorithm.name", "seed")  # set by `algorithms` and `seeds`, not `search`
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Distribution(_Strict):
+    """One random-search axis: exactly one of loguniform [lo, hi], uniform [lo, hi], choice."""
+
+    loguniform: tuple[float, float] | None = None
+    uniform: tuple[float, float] | None = None
+    choice: list[Any] | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        given = [k for k in ("loguniform", "uniform", "choice") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of loguniform, uniform, choice; got {given or 'none'}")
+        bounds = self.loguniform or self.uniform
+        if bounds is not None and not bounds[0] < bounds[1]:
+            raise ValueError(f"needs low < high, got {list(bounds)}")
+        if self.loguniform is not None and self.loguniform[0] <= 0:
+            raise ValueError(f"loguniform needs low > 0, got {self.loguniform[0]}")
+        return self
+
+    def domain(self):
+        from ray import tune
+
+        if self.loguniform:
+            return tune.loguniform(*self.loguniform)
+        if self.uniform:
+            return tune.uniform(*self.uniform)
+        return tune.choice(self.choice)
+
+    def extremes(self) -> list:
+        """The values that bound what a sample can be (validated before the sweep starts)."""
+        return list(self.loguniform or self.uniform or self.choice)
+
+
+class Search(_Strict):
+    grid: dict[str, list[Any]] = {}
+    random: dict[str, Distribution] = {}
+    samples: int = Field(1, ge=1, description="random draws (each one crossed with the grid)")
+    seed: int = Field(0, ge=0, description="seed of the random search")
+
+    @model_validator(mode="after")
+    def _keys(self):
+        for key, values in self.grid.items():
+            if not values:
+                raise ValueError(f"grid {key!r} has no values")
+        both = set(self.grid) & set(self.random)
+        if both:
+            raise ValueError(f"keys both in grid and random: {sorted(both)}")
+        for key in [*self.grid, *self.random]:
+            if key in FIXED_POINT_KEYS:
+                raise ValueError(f"{key!r} cannot be searched: list them in "
+                                 f"{'algorithms' if key == 'algorithm.name' else 'seeds'}")
+            if key.split(".")[0] == "tracking":
+                raise ValueError(f"{key!r} cannot be searched (one tracking store per sweep)")
+        return self
+
+
+class TuneSettings(_Strict):
+    metric: str = "train_loss"
+    mode: Literal["min", "max"] = "min"
+    max_concurrent: int | None = Field(None, ge=1)
+    scheduler: Literal["none", "asha"] = "none"
+    grace_period: int | None = Field(None, ge=1, description="rounds before ASHA may stop a "
+                                     "trial; default: a tenth of the rounds")
+    reduction_factor: float = Field(3.0, gt=1)
+    cpus_per_trial: float = Field(1.0, gt=0, description="CPUs of the trial's own process")
+    max_failures: int = Field(2, ge=0, description="reruns of a trial whose process failed "
+                              "(killed, node lost, error); each rerun starts from round 0")
+
+
+class SweepTracking(_Strict):
+    experiment: str | None = Field(None, min_length=1, description="default: the sweep name")
+    uri: str | None = None
+
+
+class SweepFile(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    problem: dict[str, Any]
+    algorithms: list[str | dict[str, Any]] = Field(min_length=1)
+    algorithm: dict[str, Any] = {}
+    search: Search = Search()
+    seeds: list[int] = Field([0], min_length=1)
+    rounds: int = Field(100, ge=1)
+    eval_every: int = Field(10, ge=1)
+    backend: dict[str, Any] = {"name": "local"}
+    tune: TuneSettings = TuneSettings()
+    tracking: SweepTracking = SweepTracking()
+    report: Any = None  # read by `fco-ray report`
+
+    @model_validator(mode="after")
+    def _algorithms(self):
+        if "name" in self.algorithm:
+            raise ValueError("'algorithm' holds hyperparameters shared by all algorithms; "
+                             "put names in 'algorithms'")
+        names = [a if isinstance(a, str) else a.get("name") for a in self.algorithms]
+        if any(not isinstance(n, str) for n in names):
+            raise ValueError("every entry of 'algorithms' is a name or a mapping with a 'name'")
+        if len(set(names)) != len(names):
+            raise ValueError(f"algorithm names must be unique, got {names} "
+                             "(sweep a hyperparameter with search.grid instead)")
+        unknown = [n for n in names if n not in ALGORITHMS]
+        if unknown:
+            raise ValueError(f"algorithm.name: unknown algorithm {unknown[0]!r}; allowed: "
+                             f"{sorted(ALGORITHMS)}")
+        if any(s < 0 for s in self.seeds):
+            raise ValueError(f"seeds must be >= 0, got {self.seeds}")
+        searched = {*self.search.grid, *self.search.random}
+        for entry in [self.algorithm, *(a for a in self.algorithms if isinstance(a, dict))]:
+            fixed = sorted(f"algorithm.{k}" for k in entry if f"algorithm.{k}" in searched)
+            if fixed:
+                raise ValueError(f"{fixed} both fixed (in {entry}) and searched: keep one")
+        for key in [*self.algorithm, *(k.split(".", 1)[1] for k in searched
+                                        if k.startswith("algorithm."))]:
+            if not any(has_hyper(n, key) for n in names):
+                allowed = sorted({k for n in names for k in ALGORITHMS[n].Hyper.model_fields} - {"name"})
+                raise ValueError(f"unknown key 'algorithm.{key}': a hyperparameter of none of "
+                                 f"{names}; allowed keys here: {allowed}")
+        return self
+
+
+def has_hyper(algorithm: str, key: str) -> bool:
+    """Whether `algorithm` declares the hyperparameter `key`."""
+    return key in ALGORITHMS[algorithm].Hyper.model_fields
+
+
+def _applies(algorithm: str, key: str) -> bool:
+    """Whether the searched dotted key is a setting of trials of `algorithm`."""
+    return not key.startswith("algorithm.") or has_hyper(algorithm, key.split(".", 1)[1])
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A validated sweep: the file's settings plus everything derived from them."""
+
+    spec: SweepFile
+    source: str  # the sweep as YAML (the file, or its resolved form after --set)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def metric(self) -> str:
+        return self.spec.tune.metric
+
+    @property
+    def mode(self) -> str:
+        return self.spec.tune.mode
+
+    @property
+    def experiment(self) -> str:
+        return self.spec.tracking.experiment or self.spec.name
+
+    @property
+    def tracking_uri(self) -> str:
+        return self.spec.tracking.uri or default_uri()
+
+    def algorithms(self) -> dict[str, dict]:
+        """Algorithm name -> its section (the shared hyperparameters it has, then its own)."""
+        out = {}
+        for entry in self.spec.algorithms:
+            entry = {"name": entry} if isinstance(entry, str) else entry
+            shared = {k: v for k, v in self.spec.algorithm.items() if has_hyper(entry["name"], k)}
+            out[entry["name"]] = {**shared, **entry}
+        return out
+
+    def grid_points(self, random_values: bool = False):
+        """Every trial's point without its random axes (with them at their extremes if
+        `random_values`): per algorithm, seeds x the grid axes that apply to it."""
+        for name in self.algorithms():
+            axes = {"algorithm.name": [name], "seed": self.spec.seeds,
+                    **{k: v for k, v in self.spec.search.grid.items() if _applies(name, k)}}
+            if random_values:
+                axes.update({k: d.extremes() for k, d in self.spec.search.random.items()
+                             if _applies(name, k)})
+            for values in itertools.product(*axes.values()):
+                yield dict(zip(axes, values))
+
+    def points(self):
+        """Every grid point, with each random axis at each of its extreme values."""
+        return self.grid_points(random_values=True)
+
+    def param_space(self) -> dict:
+        """Tune's search space: one grid axis over the grid points (so that each algorithm
+        has only its own axes), plus the random axes."""
+        from ray import tune
+
+        space = {"point": tune.grid_search(list(self.grid_points()))}
+        space.update({k: d.domain() for k, d in self.spec.search.random.items()})
+        return space
+
+    def point_of(self, tune_config: dict) -> dict:
+        """A trial's point from its Tune config (see `param_space`)."""
+        if "point" not in tune_config:  # already a point
+            return tune_config
+        point = dict(tune_config["point"])
+        point.update({k: tune_config[k] for k in self.spec.search.random
+                      if _applies(point["algorithm.name"], k)})
+        return point
+
+    def num_trials(self) -> int:
+        return sum(1 for _ in self.grid_points()) * self.spec.search.samples
+
+    def trial_config(self, point: dict) -> dict:
+        """The run config of one trial (the `fco_ray.run` schema), as plain data."""
+        spec = self.spec
+        config = {"problem": copy.deepcopy(spec.problem),
+                  "algorithm": dict(self.algorithms()[point["algorithm.name"]]),
+                  "rounds": spec.rounds, "eval_every": spec.eval_every, "seed": point["seed"],
+                  "backend": copy.deepcopy(spec.backend)}
+        for key, value in point.items():
+            if key not in FIXED_POINT_KEYS:
+                *parents, last = key.split(".")
+                node = config
+                for part in parents:
+                    node = node.setdefault(part, {})
+                node[last] = value
+        return config
+
+    def run_config(self, point: dict) -> RunConfig:
+        """The validated run config of one trial."""
+        return parse_run(self.trial_config(point))
+
+    def final_report(self, metrics: dict, rnd: int, status: str) -> dict:
+        """The last Tune result of a trial; a diverged trial gets the worst metric value."""
+        report = {**metrics, "round": rnd, "timesteps_total": rnd, "status": status}
+        if status == "diverged":
+            report[self.metric] = math.inf if self.mode == "min" else -math.inf
+        return report
+
+
+def _validate_sweep(raw: dict, path: str | Path) -> SweepFile:
+    try:
+        return validate_model(SweepFile, raw, "")
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def read_sweep_file(path: str | Path, overrides: list[str] = ()) -> SweepFile:
+    """Read a sweep file, apply `key.path=value` overrides, validate its own keys."""
+    return _validate_sweep(apply_overrides(load_yaml(path), list(overrides)), path)
+
+
+def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
+    """Read, override (`key.path=value`), and validate a sweep file and all its trials.
+
+    Raises `ConfigError` (naming the file, key, value and what is allowed) on any problem,
+    before any Ray or Tune work.
+    """
+    path = Path(path)
+    raw = apply_overrides(load_yaml(path), list(overrides))
+    spec = _validate_sweep(raw, path)
+    source = yaml.safe_dump(raw, sort_keys=False) if overrides else path.read_text()
+    sweep = Sweep(spec, source)
+    by_problem: dict[str, list] = {}  # one problem section -> its trials (point, config)
+    for point in sweep.points():
+        try:
+            cfg = sweep.run_config(point)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: trial ({point_text(point)}): {e}") from None
+        key = json.dumps(cfg.problem.model_dump(mode="json"), sort_keys=True)
+        by_problem.setdefault(key, []).append((point, cfg))
+    for trials in by_problem.values():
+        _check_against_problem(sweep, trials, path)
+    return sweep
+
+
+def point_text(point: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in point.items())
+
+
+def _check_against_problem(sweep: Sweep, trials: list, path: Path) -> None:
+    """What only the problem's data can tell, for the trials sharing one problem section
+    (built once, with the first trial's seed): the data can be read (e.g. `problem.path` exists), each trial's
+    clients_per_round fits its training clients, and the Tune metric is one that each
+    algorithm reports (from the declared metric names: nothing is run)."""
+    first = trials[0][1]
+    try:
+        problem = build_problem(first.problem, first.seed)
+    except ValueError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    names = problem.metric_names()
+    for point, cfg in trials:
+        try:
+            check_clients(cfg.algorithm.clients_per_round, problem.num_clients, cfg.problem.name)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: trial ({point_text(point)}): {e}") from None
+        algorithm = ALGORITHMS[cfg.algorithm.name](cfg.algorithm)
+        reported = {"round", "floats_up", "floats_down", *names,
+                    *(f"{m}_{s}" for s in algorithm.extra_output_names() for m in names)}
+        if sweep.metric not in reported:
+            raise ConfigError(f"{path}: tune.metric: {sweep.metric!r} is not reported by "
+                              f"{cfg.algorithm.name} on problem {cfg.problem.name!r}; "
+                              f"allowed: {sorted(reported)}")
