@@ -132,12 +132,7 @@ def cmd_runs(args) -> int:
         name, experiment = spec.name, experiment or spec.tracking.experiment
         uri = uri or spec.tracking.uri
     experiment = experiment or name
-    uri = uri or default_uri()
-    db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
-    if db is not None and not Path(db).is_file():  # looking must not create an empty store
-        raise ConfigError(f"no MLflow database at {db} (give --tracking-uri, or run in the "
-                          "directory the sweep ran in)")
-    store = Store(uri)
+    store = Store(_existing_store(uri or default_uri()))
     exp_id = store.experiment_id(experiment, create=False)
     parent = find_parent(store, exp_id, name) if exp_id is not None else None
     if parent is None:
@@ -158,6 +153,22 @@ def cmd_runs(args) -> int:
                                         ascending=[True, mode == "min"] if metric in trials else True)
     print(_table(table.rename(columns=_short)))
     return EXIT_OK
+
+
+def _existing_store(uri: str) -> str:
+    """`uri` if it names an MLflow store that exists: reading (runs, report) must never create
+    an empty store, nor a directory for a URI that is no store at all."""
+    from .config import check_tracking_uri
+
+    try:
+        check_tracking_uri(uri)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+    if db is not None and not Path(db).is_file():
+        raise ConfigError(f"no MLflow database at {db} (give --tracking-uri, or run in the "
+                          "directory the sweep ran in)")
+    return uri
 
 
 def _searched(trials: pd.DataFrame) -> list[str]:
@@ -205,6 +216,9 @@ def cmd_report(args) -> int:
 
         spec = read_sweep_file(sweep)
         sweep, uri = spec.name, uri or spec.tracking.uri
+    from .tracking import default_uri
+
+    uri = _existing_store(uri or default_uri())
     index = render_report(sweep, tracking_uri=uri, out_dir=args.out, dashboard=args.dashboard)
     print(f"report: {index} (also attached to the sweep's parent run under report/)")
     return EXIT_OK

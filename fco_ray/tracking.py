@@ -28,6 +28,8 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
+from .errors import ConfigError
+
 ROLE, SWEEP, TRIAL_ID, ALGORITHM, STATUS = "fco.role", "fco.sweep", "fco.trial_id", "fco.algorithm", "fco.status"
 PARENT = "mlflow.parentRunId"
 FINAL_ROUND = "fco.final_round"
@@ -53,6 +55,13 @@ def check_store(uri: str, timeout: float = 10.0) -> None:
     MLflow's business). `sqlite:///PATH`: PATH must open as an SQLite database (its
     directory is created, as MLflow would). Other stores are left to MLflow.
     """
+    from .config import check_tracking_uri
+
+    try:
+        check_tracking_uri(uri)  # a bare word would become a file store directory
+    except ValueError as e:
+        source = " (MLFLOW_TRACKING_URI)" if uri == os.environ.get("MLFLOW_TRACKING_URI") else ""
+        raise ConfigError(f"{e}{source}") from None
     elsewhere = "or point tracking.uri (or MLFLOW_TRACKING_URI) at a store that works"
     if uri.startswith(("http://", "https://")):
         try:
