@@ -420,3 +420,19 @@ def test_data_files_that_are_not_what_they_claim(tmp_path):
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith(f"fco-ray: error: {path}: {message}"), done.stderr
         assert done.stderr.count("\n") == 1
+
+
+def test_reading_commands_never_create_a_store(capsys, workdir, monkeypatch):
+    """`report` / `runs` of nothing, and a tracking URI that is no store: exit 2, nothing created."""
+    cases = [(["report", "nosuch"], "no MLflow database at "),
+             (["runs", "nosuch"], "no MLflow database at "),
+             (["runs", "nosuch", "--tracking-uri", "nonsense"], "tracking URI 'nonsense' is not an MLflow store URI")]
+    for argv, message in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("fco-ray: error: ") and message in err and err.count("\n") == 1
+    (workdir / "run.yaml").write_text(yaml.safe_dump(RUN))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "nonsense")
+    assert main(["run", "run.yaml"]) == 2
+    assert "is not an MLflow store URI" in capsys.readouterr().err
+    assert sorted(p.name for p in workdir.iterdir()) == ["run.yaml"]  # no mlflow.db, no ./nonsense
