@@ -8,6 +8,7 @@ reader library.
 from __future__ import annotations
 
 import os
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -67,3 +68,57 @@ def reading(path: str | os.PathLike, what: str = "file", expected: str | None = 
         hint = f"; expected {expected}" if expected else ""
         raise ConfigError(f"{path}: {what} cannot be read ({type(e).__name__}: "
                           f"{str(e)[:300]}){hint}") from None
+
+
+def check_private_tree(root: str | os.PathLike, what: str) -> None:
+    """Refuse `root` unless only this user could have written anything in it: `root` and
+    everything under it owned by this user, writable by no group or other user, no
+    symbolic links; each directory above it owned by this user or root and writable by no
+    one else (unless sticky, like /tmp, where others cannot replace our entries).
+
+    The trust rule for state that a library loads by unpickling (Ray Tune's saved
+    experiment, restored by `fco-ray sweep --resume`): unpickling runs code, so a file
+    that another user could have planted must never be loaded. It cannot tell files the
+    user copied from elsewhere (an archive) from their own: resume only your own runs.
+    """
+    root = Path(root).resolve()
+    uid = os.geteuid()
+
+    def refuse(path: Path, why: str):
+        raise ConfigError(f"{what}: refusing to load {path}: {why}; it is restored by "
+                          f"unpickling, which runs code, so only a directory that no one but "
+                          f"you can write is trusted")
+
+    def others_write(st: os.stat_result) -> bool:
+        # group write is harmless for a user-private group (umask 002 systems)
+        group = st.st_mode & stat.S_IWGRP and not _private_group(st.st_gid)
+        return bool(group or st.st_mode & stat.S_IWOTH)
+
+    for parent in root.parents:
+        st = parent.stat()
+        if st.st_uid not in (uid, 0):
+            refuse(root, f"its parent directory {parent} belongs to user id {st.st_uid}")
+        if others_write(st) and not st.st_mode & stat.S_ISVTX:
+            refuse(root, f"its parent directory {parent} is writable by other users")
+    for folder, dirs, files in os.walk(root):
+        for name in [None, *dirs, *files]:
+            path = Path(folder) if name is None else Path(folder) / name
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                refuse(path, "it is a symbolic link")
+            if st.st_uid != uid:
+                refuse(path, f"it belongs to user id {st.st_uid}, not to you ({uid})")
+            if others_write(st):
+                refuse(path, f"it is writable by other users (mode {stat.filemode(st.st_mode)})")
+
+
+def _private_group(gid: int) -> bool:
+    """Whether group `gid` is this user's own: their primary group with no other members."""
+    import grp
+    import pwd
+
+    try:
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        return gid == os.getegid() and set(grp.getgrgid(gid).gr_mem) <= {me}
+    except KeyError:
+        return False

@@ -93,6 +93,11 @@ SWEEP_CASES = [
     ("missing_data_path", {"problem": HAXBY_MISSING},
      ["problem.path: no Haxby dataset", "found in /nonexistent"]),
     ("bad_name", {"name": "my sweep"}, ["name: String should match pattern", "'my sweep'"]),
+    ("duplicate_seeds", {"seeds": [0, 0]}, ["seeds must be distinct", "got [0, 0]"]),
+    ("bool_seed", {"seeds": [True]}, ["seeds: expected a number, got a boolean in [True]"]),
+    ("bool_rounds", {"rounds": True}, ["rounds: expected a number, got the boolean True"]),
+    ("unknown_dashboard", {"report": "nosuch"}, ["report: unknown dashboard 'nosuch'; available:"]),
+    ("bad_dashboard_type", {"report": 3}, ["report: expected a dashboard name or path, or false"]),
 ]
 
 RUN_CASES = [
@@ -436,3 +441,55 @@ def test_reading_commands_never_create_a_store(capsys, workdir, monkeypatch):
     assert main(["run", "run.yaml"]) == 2
     assert "is not an MLflow store URI" in capsys.readouterr().err
     assert sorted(p.name for p in workdir.iterdir()) == ["run.yaml"]  # no mlflow.db, no ./nonsense
+
+
+def test_storage_that_is_a_file(capsys, store, workdir):
+    """`--storage FILE`: exit 2 before Ray starts and before the MLflow parent run exists."""
+    ray = pytest.importorskip("ray")
+    path = workdir / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**SWEEP, "tracking": {"uri": store[0]}}))
+    (workdir / "storage").write_text("a file\n")
+    assert main(["sweep", str(path), "--storage", str(workdir / "storage")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"fco-ray: error: --storage {workdir / 'storage'}: not a directory\n"
+    uri, contents, before = store
+    assert contents() == before and not ray.is_initialized()
+
+
+def _plant_tune_state(storage: Path, marker: Path) -> Path:
+    """A Tune experiment directory whose tuner.pkl runs `touch marker` when unpickled."""
+    import pickle
+
+    exp_dir = storage / SWEEP["name"]
+    exp_dir.mkdir(parents=True)
+    (exp_dir / "tuner.pkl").write_bytes(pickle.dumps(_Payload(marker)))
+    return exp_dir
+
+
+@pytest.mark.parametrize("tamper, fragment", [
+    (lambda d: (d / "tuner.pkl").chmod(0o666), "tuner.pkl: it is writable by other users (mode -rw-rw-rw-)"),
+    (lambda d: d.chmod(0o777), f"{SWEEP['name']}: it is writable by other users (mode drwxrwxrwx)"),
+    (lambda d: d.parent.chmod(0o777), "its parent directory"),
+    (lambda d: os.chown(d / "tuner.pkl", 65534, 65534), "tuner.pkl: it belongs to user id 65534"),
+    (lambda d: ((d / "real.pkl").write_bytes((d / "tuner.pkl").read_bytes()),
+                (d / "tuner.pkl").unlink(), (d / "tuner.pkl").symlink_to(d / "real.pkl")),
+     "tuner.pkl: it is a symbolic link"),
+], ids=["file_world_writable", "dir_world_writable", "parent_world_writable", "other_owner", "symlink"])
+def test_resume_refuses_tune_state_others_could_have_planted(capsys, store, workdir, tamper, fragment):
+    """`--resume` restores Tune's state by unpickling it: a planted pickle in a directory that
+    another user could write is refused (exit 2), never loaded (the marker is not created)."""
+    ray = pytest.importorskip("ray")
+    if "65534" in fragment and os.geteuid() != 0:
+        pytest.skip("chown to another user needs root")
+    marker = workdir.parent / f"pwned-{workdir.name}"
+    path = workdir / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**SWEEP, "tracking": {"uri": store[0]}}))
+    exp_dir = _plant_tune_state(workdir / "storage", marker)
+    tamper(exp_dir)
+    assert main(["sweep", str(path), "--resume", "--storage", str(workdir / "storage")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fco-ray: error: --resume: refusing to load ") and fragment in err, err
+    assert "only a directory that no one but you can write is trusted" in err
+    assert not marker.exists() and not ray.is_initialized()
+    uri, contents, before = store
+    assert contents() == before

@@ -23,6 +23,7 @@ from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search import BasicVariantGenerator
 
 from ..errors import ConfigError
+from ..files import check_private_tree
 from ..tracking import Store, SweepLog, TrackingUnavailable, check_store
 from .logging import MLflowLogger, tune_loggers
 from .schema import Sweep, load_sweep
@@ -65,6 +66,8 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
     exp_dir = root / sweep.name
     resolved = yaml.safe_dump(sweep.spec.model_dump(mode="json"), sort_keys=True)
     if resume:
+        if exp_dir.exists():  # Tune restores its state by unpickling: only our own files
+            check_private_tree(exp_dir, "--resume")
         if not tune.Tuner.can_restore(str(exp_dir)):
             raise ConfigError(f"--resume: no sweep state to resume at {exp_dir} "
                               "(run without --resume, or pass the --storage it used)")
@@ -73,6 +76,7 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             raise ConfigError(f"--resume: {path} (with these --set values) differs from the "
                               f"sweep being resumed ({kept}); resume with the same file and values")
     check_store(sweep.tracking_uri)  # fail fast: before Ray starts and any trial runs
+    _make_storage_dir(root)  # and before the MLflow parent run exists
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(address=os.environ.get("RAY_ADDRESS") or "local")
@@ -120,6 +124,21 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
     finally:
         if started_ray:
             ray.shutdown()
+
+
+def _make_storage_dir(root: Path) -> None:
+    """Create Tune's storage directory now: one that cannot be (a file, no permission)
+    fails here, before Ray starts and before the sweep's MLflow parent run exists."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"--storage {root}: not a directory") from None
+    except OSError as e:
+        raise ConfigError(f"--storage {root}: cannot be created ({e.strerror or e})") from None
+    if not root.is_dir():
+        raise ConfigError(f"--storage {root}: not a directory")
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise ConfigError(f"--storage {root}: not writable")
 
 
 @contextmanager

@@ -28,8 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..algorithms import ALGORITHMS
 from ..checks import check_clients
 from ..config import RunConfig, apply_overrides, load_yaml, parse_run, validate_model
-from ..errors import ConfigError
+from ..errors import ConfigError, short_repr
 from ..problems import build_problem
+from ..strict import no_bool_numbers
 from ..tracking import default_uri
 
 FIXED_POINT_KEYS = ("algorithm.name", "seed")  # set by `algorithms` and `seeds`, not `search`
@@ -37,6 +38,7 @@ FIXED_POINT_KEYS = ("algorithm.name", "seed")  # set by `algorithms` and `seeds`
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _no_bools = model_validator(mode="before")(no_bool_numbers)  # `seeds: [yes]` is an error
 
 
 class Distribution(_Strict):
@@ -144,6 +146,9 @@ class SweepFile(_Strict):
                              f"{sorted(ALGORITHMS)}")
         if any(s < 0 for s in self.seeds):
             raise ValueError(f"seeds must be >= 0, got {self.seeds}")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct (a repeated seed repeats the same trial), "
+                             f"got {self.seeds}")
         searched = {*self.search.grid, *self.search.random}
         for entry in [self.algorithm, *(a for a in self.algorithms if isinstance(a, dict))]:
             fixed = sorted(f"algorithm.{k}" for k in entry if f"algorithm.{k}" in searched)
@@ -302,7 +307,24 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
         by_problem.setdefault(key, []).append((point, cfg))
     for trials in by_problem.values():
         _check_against_problem(sweep, trials, path)
+    _check_report(spec, path)
     return sweep
+
+
+def _check_report(spec: SweepFile, path: Path) -> None:
+    """The dashboard the end-of-sweep report will use must exist and be valid now, not
+    after the whole sweep has run."""
+    if spec.report is False:
+        return
+    if spec.report is not None and not isinstance(spec.report, (str, bool)):
+        raise ConfigError(f"{path}: report: expected a dashboard name or path, or false (no "
+                          f"report at the end of the sweep), got {short_repr(spec.report)}")
+    from ..report.dashboard import find_dashboard
+
+    try:
+        find_dashboard(spec.report if isinstance(spec.report, str) else None, spec.problem.get("name"))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
 
 
 def point_text(point: dict) -> str:
