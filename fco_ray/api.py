@@ -32,7 +32,7 @@ def make_problem(cfg: RunConfig) -> Problem:
 
 
 def run(config, *, problem: Problem | None = None,
-        on_eval: Callable[[dict], None] | None = None) -> pd.DataFrame:
+        on_eval: Callable[[dict], None] | None = None, **checkpoints) -> pd.DataFrame:
     """Run one configuration and return one row per evaluated round.
 
     `config`: a dict, a YAML path or a RunConfig (schema: README "Configuration").
@@ -40,6 +40,7 @@ def run(config, *, problem: Problem | None = None,
     (then the config's problem section may be `{name: custom}` or omitted).
     `on_eval`: called with each metrics row as it is computed (e.g. to log it).
     The run's final status ("finished" or "diverged") is in `df.attrs["status"]`.
+    `checkpoints`: `start`, `checkpoint_every`, `on_checkpoint` of `engine.run_rounds`.
     """
     if isinstance(config, (str, Path)):
         config = load_yaml(config)
@@ -55,7 +56,7 @@ def run(config, *, problem: Problem | None = None,
     backend = make_backend(cfg.backend.model_dump(), problem)
     try:
         result = run_rounds(problem, algorithm, backend, rounds=cfg.rounds,
-                            eval_every=cfg.eval_every, seed=cfg.seed, on_eval=on_eval)
+                            eval_every=cfg.eval_every, seed=cfg.seed, on_eval=on_eval, **checkpoints)
     finally:
         backend.close()
     df = pd.DataFrame.from_records(result.records)

@@ -7,6 +7,7 @@ from typing import Callable
 import numpy as np
 
 from .algorithms.base import Algorithm
+from .checkpoint import Snapshot
 from .problems.base import Problem
 from .random import Key, generator
 from .tree import all_finite, size
@@ -31,16 +32,26 @@ def evaluate(problem: Problem, algorithm: Algorithm, state: dict) -> dict[str, f
 
 
 def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, eval_every: int,
-               seed: int, on_eval: Callable[[dict], None] | None = None) -> RunResult:
+               seed: int, on_eval: Callable[[dict], None] | None = None,
+               start: Snapshot | None = None, checkpoint_every: int = 0,
+               on_checkpoint: Callable[[Snapshot], None] | None = None) -> RunResult:
     """Run `rounds` communication rounds; evaluate at round 0, every `eval_every`, and last.
 
     A non-finite broadcast or objective, or a numerical failure (e.g. an SVD that does not
     converge on huge entries), ends the run with status "diverged"; the records then hold
     every metric row up to the last finite one.
+
+    Checkpoints (fco_ray.checkpoint): every `checkpoint_every` rounds `on_checkpoint` gets
+    the state, just before that round's metrics go to `on_eval`; a run given `start`
+    continues after `start.round` (its rows up to there are not recomputed) with the same
+    numbers as an uninterrupted run.
     """
     result = RunResult()
-    state = algorithm.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
-    comm = {"floats_up": 0.0, "floats_down": 0.0}
+    if start is None:
+        state = algorithm.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
+        comm, first = {"floats_up": 0.0, "floats_down": 0.0}, 0
+    else:
+        state, comm, first = start.state, {**start.comm}, start.round
 
     def record(rnd: int) -> bool:
         metrics = evaluate(problem, algorithm, state)
@@ -74,12 +85,14 @@ def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, 
         return True
 
     try:
-        finite = record(0)
-        for rnd in range(rounds):
+        finite = record(0) if start is None else True
+        for rnd in range(first, rounds):
             if not finite:
                 break
             finite = advance(rnd)
             done = rnd + 1
+            if finite and on_checkpoint is not None and checkpoint_every and done % checkpoint_every == 0:
+                on_checkpoint(Snapshot(done, state, dict(comm)))
             if finite and (done % eval_every == 0 or done == rounds):
                 finite = record(done)
     except NUMERICAL_FAILURES:  # e.g. an SVD of a matrix full of huge numbers

@@ -63,6 +63,9 @@ class Algorithm(abc.ABC):
     #: client exchanges per communication round (e.g. 2 for FSVRG: full gradient, then local
     #: passes); the state says which exchange comes next, metrics are taken after the last.
     exchanges_per_round: ClassVar[int] = 1
+    #: state kept on the clients between rounds (e.g. CoCoA+ duals): the server state alone
+    #: does not determine the run, so it cannot resume from a checkpoint (fco_ray.checkpoint)
+    client_state: ClassVar[bool] = False
 
     def __init__(self, hp: Hyper):
         self.hp = hp

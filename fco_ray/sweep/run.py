@@ -3,9 +3,9 @@
 Faults: the tracking store is checked before Ray starts (`tracking.check_store`): an
 unreachable store fails the sweep before any trial runs; a store lost later stops the
 sweep with the `--resume` command, which reruns the unfinished trials and logs what is
-missing. A trial whose process fails (killed, node lost, an error) is rerun by Tune from
-round 0, at most `tune.max_failures` times: a rerun with the same seed recomputes the same
-rows, and its MLflow child run continues after the last round it logged.
+missing. A trial whose process fails (killed, node lost, an error) is rerun by Tune, at
+most `tune.max_failures` times, from its last checkpoint (round 0 if none): it computes
+the same rows as before, and its MLflow child run continues after the last round it logged.
 """
 from __future__ import annotations
 
@@ -98,6 +98,8 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                                run_config=tune.RunConfig(
                                    name=sweep.name, storage_path=str(root),
                                    callbacks=[logger, *tune_loggers()], verbose=0,
+                                   # a rerun needs only the latest state of its trial
+                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
                                    failure_config=tune.FailureConfig(
                                        max_failures=sweep.spec.tune.max_failures)))
             exp_dir.mkdir(parents=True, exist_ok=True)

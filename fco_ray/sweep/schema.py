@@ -107,7 +107,10 @@ class TuneSettings(_Strict):
     reduction_factor: float = Field(3.0, gt=1)
     cpus_per_trial: float = Field(1.0, gt=0, description="CPUs of the trial's own process")
     max_failures: int = Field(2, ge=0, description="reruns of a trial whose process failed "
-                              "(killed, node lost, error); each rerun starts from round 0")
+                              "(killed, node lost, error); each resumes from its last checkpoint")
+    checkpoint_every: int | None = Field(None, ge=0, description="rounds between trial "
+                                         "checkpoints (a multiple of eval_every); 0 = none; "
+                                         "default: about a tenth of the rounds")
 
 
 class SweepTracking(_Strict):
@@ -146,6 +149,10 @@ class SweepFile(_Strict):
                              f"{sorted(ALGORITHMS)}")
         if any(s < 0 for s in self.seeds):
             raise ValueError(f"seeds must be >= 0, got {self.seeds}")
+        every = self.tune.checkpoint_every
+        if every and every % self.eval_every:
+            raise ValueError(f"tune.checkpoint_every must be a multiple of eval_every "
+                             f"({self.eval_every}): checkpoints go with evaluated rounds; got {every}")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct (a repeated seed repeats the same trial), "
                              f"got {self.seeds}")
@@ -265,6 +272,15 @@ class Sweep:
     def run_config(self, point: dict) -> RunConfig:
         """The validated run config of one trial."""
         return parse_run(self.trial_config(point))
+
+    def checkpoint_every(self, rounds: int) -> int:
+        """Rounds between a trial's checkpoints: `tune.checkpoint_every`, or the multiple of
+        eval_every nearest a tenth of the trial's rounds (0: no checkpoints)."""
+        every = self.spec.tune.checkpoint_every
+        if every is not None:
+            return every
+        step = self.spec.eval_every
+        return max(step, round(rounds / 10 / step) * step)
 
     def final_report(self, metrics: dict, rnd: int, status: str) -> dict:
         """The last Tune result of a trial; a diverged trial gets the worst metric value."""

@@ -4,13 +4,23 @@ A trial's config is validated once, in the trial (`Sweep.run_config`), and hande
 `fco_ray.run` ready to use. The trainable reports every evaluated round with
 `tune.report({...metrics, "round": r, "timesteps_total": r, "status": s})`; a diverged
 trial ends with a last report whose metric is the worst value, so it ranks last.
+
+Checkpoints: every `Sweep.checkpoint_every` rounds the report carries the run's state
+(`tune.Checkpoint` of a directory with fco_ray.checkpoint's `state.npz`); a trial that Tune
+reruns after its process failed (killed, node lost) gets it back from `tune.get_checkpoint`
+and continues from that round with the numbers an uninterrupted run computes. Algorithms
+with state on the clients (CoCoA+ duals) do not checkpoint and rerun from round 0.
 """
 from __future__ import annotations
+
+import tempfile
 
 import numpy as np
 from ray import tune
 
+from ..algorithms import ALGORITHMS
 from ..api import run
+from ..checkpoint import Snapshot, load_snapshot, save_snapshot
 from ..backends.ray_backend import STRATEGIES
 from ..config import BackendConfig
 from .schema import FIXED_POINT_KEYS, Sweep
@@ -48,21 +58,45 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
         tune.report(sweep.final_report(done["metrics"], done["round"], done["status"]))
         return
     cfg = sweep.run_config(sweep.point_of(tune_config))
-    last = {"round": 0}
+    stateless = not ALGORITHMS[cfg.algorithm.name].client_state
+    every = sweep.checkpoint_every(cfg.rounds) if stateless else 0
+    start = _restored() if stateless else None  # a rerun continues from its checkpoint
+    last = {"round": start.round if start else 0}
+    pending: list[Snapshot] = []  # the state of the round about to be reported
 
     def on_eval(row: dict) -> None:
         last["round"] = row["round"]
         status = "finished" if row["round"] == cfg.rounds else "running"
-        tune.report({**row, "timesteps_total": row["round"], "status": status})
+        metrics = {**row, "timesteps_total": row["round"], "status": status}
+        snapshot = pending.pop() if pending else None
+        if snapshot is None or snapshot.round != row["round"]:
+            tune.report(metrics)
+            return
+        with tempfile.TemporaryDirectory(prefix="fco-ckpt-") as folder:
+            save_snapshot(folder, snapshot)
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))  # copied
+
+    def hold(snapshot: Snapshot) -> None:  # the engine calls this just before on_eval
+        pending[:] = [snapshot]
 
     try:
-        diverged = run(cfg, on_eval=on_eval).attrs["status"] == "diverged"
+        df = run(cfg, on_eval=on_eval, start=start, checkpoint_every=every, on_checkpoint=hold)
+        diverged = df.attrs["status"] == "diverged"
     except np.linalg.LinAlgError:
         # an SVD of a non-finite client iterate (nuclear prox) fails before the engine
         # sees the non-finite values: that is divergence too
         diverged = True
     if diverged:
         tune.report(sweep.final_report({}, last["round"], "diverged"))
+
+
+def _restored() -> Snapshot | None:
+    """The state of this trial's last checkpoint, if Tune is rerunning it (None: round 0)."""
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        return None
+    with checkpoint.as_directory() as folder:
+        return load_snapshot(folder)
 
 
 def trial_name(trial) -> str:
