@@ -10,7 +10,7 @@ Format: one `state.npz` (np.savez) holding each leaf of the (possibly nested) st
 under its "/"-joined key path, plus `__kinds__`, a JSON text naming each leaf's Python kind
 (array, float, int, bool) so scalars come back as the same types, and which nodes are
 fco_ray dataclasses (e.g. the FISTA state of `centralized`; rebuilt from their fields,
-only classes of this package). Read with `allow_pickle=False`: a file holding objects is
+only classes of this package), and `__records__`, the metric rows so far as JSON text. Read with `allow_pickle=False`: a file holding objects is
 refused, never unpickled.
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 
 FILE = "state.npz"
 _KINDS = "__kinds__"
+_RECORDS = "__records__"
 
 
 @dataclass
@@ -32,6 +33,9 @@ class Snapshot:
     round: int  # rounds done
     state: dict  # the algorithm's server state after `round` rounds
     comm: dict = field(default_factory=dict)  # floats_up / floats_down of the last round
+    #: metric rows reported up to `round` (a sweep trial re-reports them when restored, so
+    #: that rows its logger had not written before the failure are not lost)
+    records: list[dict] = field(default_factory=list)
 
 
 def _flatten(tree: dict, prefix: str = "", classes: dict | None = None) -> dict:
@@ -39,7 +43,7 @@ def _flatten(tree: dict, prefix: str = "", classes: dict | None = None) -> dict:
     `classes` by path and flattened like dicts."""
     out = {}
     for key, value in tree.items():
-        if not isinstance(key, str) or "/" in key or key == _KINDS:
+        if not isinstance(key, str) or "/" in key or key in (_KINDS, _RECORDS):
             raise ValueError(f"state key {key!r}: checkpoints need string keys without '/'")
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             cls = type(value)
@@ -87,7 +91,9 @@ def save_snapshot(folder: str | Path, snapshot: Snapshot) -> Path:
     kinds = {k: _kind(v) for k, v in leaves.items()}
     meta = {"round": snapshot.round, "kinds": kinds, "classes": classes}
     path = Path(folder) / FILE
-    np.savez(path, **{k: np.asarray(v) for k, v in leaves.items()}, **{_KINDS: np.array(json.dumps(meta))})
+    records = json.dumps(snapshot.records, default=float)  # floats, NaN / Infinity included
+    np.savez(path, **{k: np.asarray(v) for k, v in leaves.items()}, **{_KINDS: np.array(json.dumps(meta)),
+                                                                      _RECORDS: np.array(records)})
     return path
 
 
@@ -110,4 +116,5 @@ def load_snapshot(folder: str | Path) -> Snapshot:
             for part in parents:
                 node = node[part]
             node[last] = _dataclass(meta["classes"][path])(**node[last])
-    return Snapshot(int(meta["round"]), tree.get("state", {}), tree.get("comm", {}))
+        records = json.loads(str(data[_RECORDS])) if _RECORDS in data.files else []
+    return Snapshot(int(meta["round"]), tree.get("state", {}), tree.get("comm", {}), records)

@@ -49,3 +49,22 @@ def test_snapshot_round_trip_keeps_types_and_refuses_objects(tmp_path):
              **{"state/w": np.array([object()], dtype=object)})
     with pytest.raises(ValueError, match="allow_pickle=False"):
         load_snapshot(tmp_path)  # a planted pickle is refused, never loaded
+
+
+def test_snapshot_rebuilds_only_fco_ray_dataclasses(tmp_path):
+    import json
+
+    from fco_ray.solvers import FistaState
+
+    state = {"fista": FistaState({"w": np.ones(2)}, {"w": np.zeros(2)}, 1.5, 0.25)}
+    save_snapshot(tmp_path, Snapshot(3, state))
+    back = load_snapshot(tmp_path).state["fista"]
+    assert isinstance(back, FistaState) and back.t == 1.5 and np.array_equal(back.x["w"], np.ones(2))
+    with np.load(tmp_path / FILE) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(str(arrays["__kinds__"]))
+    meta["classes"]["state/fista"] = "subprocess:Popen"  # a class from elsewhere: refused
+    arrays["__kinds__"] = np.array(json.dumps(meta))
+    np.savez(tmp_path / FILE, **arrays)
+    with pytest.raises(ValueError, match="outside fco_ray"):
+        load_snapshot(tmp_path)

@@ -197,12 +197,12 @@ def test_killed_trial_is_rerun_once_in_mlflow_and_a_linalg_failure_is_diverged(
     """The trial with fail_at_eval=0 is SIGKILLed (its process, by the pid in its round-10
     result, which carries a checkpoint) and rerun by Tune from that checkpoint; the
     fail_at_eval=3 trial raises LinAlgError."""
-    killed, reported = [], []  # reported: (pid, round) of the killed trial's results
+    killed, reported = [], []  # reported: (pid, round, replayed) of the killed trial's results
     on_trial_result = MLflowLogger.on_trial_result
 
     def kill_once(self, iteration, trials, trial, result, **info):
         if trial.config["point"]["problem.fail_at_eval"] == 0:
-            reported.append((result["pid"], result.get("round")))
+            reported.append((result["pid"], result.get("round"), result.get("replayed", False)))
             if result.get("round") == 10 and not killed:
                 os.kill(result["pid"], signal.SIGKILL)
                 killed.append(result["pid"])
@@ -212,11 +212,12 @@ def test_killed_trial_is_rerun_once_in_mlflow_and_a_linalg_failure_is_diverged(
     lines = []
     outcome = run_sweep(faults_sweep(tmp_path), storage=tmp_path / "state", echo=lines.append)
     assert killed and outcome.ok  # the sweep went on and ended well
-    rerun_rounds = [rnd for pid, rnd in reported if pid != killed[0]]
-    # resumed from a checkpoint (round 5 or 10: the kill may beat Tune registering the
-    # round-10 one), not from round 0, whose rerun would report round 0 first
-    assert rerun_rounds and rerun_rounds[0] >= 10
-    assert rerun_rounds[-1] == 40
+    # the rerun first reports again the rows its checkpoint holds (round 5 or 10: the kill
+    # may beat Tune registering the round-10 one), then computes only the rounds after it
+    replayed = [rnd for pid, rnd, again in reported if pid != killed[0] and again]
+    computed = [rnd for pid, rnd, again in reported if pid != killed[0] and not again]
+    assert replayed[0] == 0 and replayed[-1] in (5, 10) and computed[0] == replayed[-1] + 5
+    assert computed[-1] == 40
 
     store = Store(outcome.tracking_uri)
     parent = find_parent(store, outcome.experiment_id, "faults")

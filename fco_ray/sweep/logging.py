@@ -21,7 +21,7 @@ from .schema import Sweep
 
 def metrics_row(result: dict) -> dict:
     """The engine's metrics row inside a Tune result (without Tune's bookkeeping)."""
-    skip = set(AUTO_RESULT_KEYS) | {"status"}
+    skip = set(AUTO_RESULT_KEYS) | {"status", "replayed"}  # replayed: a restored trial's rows
     return {k: v for k, v in result.items() if k not in skip}
 
 

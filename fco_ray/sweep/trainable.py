@@ -8,12 +8,15 @@ trial ends with a last report whose metric is the worst value, so it ranks last.
 Checkpoints: every `Sweep.checkpoint_every` rounds the report carries the run's state
 (`tune.Checkpoint` of a directory with fco_ray.checkpoint's `state.npz`); a trial that Tune
 reruns after its process failed (killed, node lost) gets it back from `tune.get_checkpoint`
-and continues from that round with the numbers an uninterrupted run computes. Algorithms
+and continues from that round with the numbers an uninterrupted run computes, after
+reporting again the rows up to there (kept in the checkpoint: the driver may have died
+before logging them; the MLflow logger skips rounds it already has). Algorithms
 with state on the clients (CoCoA+ duals) do not checkpoint and rerun from round 0.
 """
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 
 import numpy as np
 from ray import tune
@@ -63,17 +66,21 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
     start = _restored() if stateless else None  # a rerun continues from its checkpoint
     last = {"round": start.round if start else 0}
     pending: list[Snapshot] = []  # the state of the round about to be reported
+    reported = list(start.records) if start else []
+    for metrics in reported:  # again: the logger may not have written them before the failure
+        tune.report({**metrics, "replayed": True})  # (it skips rounds it has)
 
     def on_eval(row: dict) -> None:
         last["round"] = row["round"]
         status = "finished" if row["round"] == cfg.rounds else "running"
         metrics = {**row, "timesteps_total": row["round"], "status": status}
+        reported.append(metrics)
         snapshot = pending.pop() if pending else None
         if snapshot is None or snapshot.round != row["round"]:
             tune.report(metrics)
             return
         with tempfile.TemporaryDirectory(prefix="fco-ckpt-") as folder:
-            save_snapshot(folder, snapshot)
+            save_snapshot(folder, replace(snapshot, records=reported))
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))  # copied
 
     def hold(snapshot: Snapshot) -> None:  # the engine calls this just before on_eval
