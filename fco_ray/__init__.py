@@ -1,17 +1,26 @@
 """fco-ray: federated composite optimization on Ray, swept with Ray Tune, logged to MLflow."""
-from .algorithms import ALGORITHMS, Algorithm, register_algorithm
-from .config import ConfigError
-from .problems import PROBLEMS, ClientData, Problem, ProblemParams, register_problem
+from importlib import import_module
+
+from .errors import ConfigError
 
 __all__ = ["ALGORITHMS", "PROBLEMS", "Algorithm", "ClientData", "ConfigError", "Problem",
            "ProblemParams", "register_algorithm", "register_problem", "run"]
 __version__ = "0.1.0"
 
+# Imported on first use: `import fco_ray` (the CLI, a Ray worker) must not pay for numba,
+# scipy and pandas before it needs them (`fco-ray --version` or a missing file: ~0.2 s).
+_LAZY = {"ALGORITHMS": ".algorithms", "Algorithm": ".algorithms", "register_algorithm": ".algorithms",
+         "PROBLEMS": ".problems", "ClientData": ".problems", "Problem": ".problems",
+         "ProblemParams": ".problems", "register_problem": ".problems", "run": ".api"}
+
 
 def __getattr__(name):
-    # `run` pulls in pandas; importing it lazily keeps Ray actor start-up light
-    if name == "run":
-        from .api import run
-
-        return run
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name], __name__), name)
+        globals()[name] = value  # once
+        return value
     raise AttributeError(f"module 'fco_ray' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_LAZY])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,11 @@ class Snapshot:
     #: metric rows reported up to `round` (a sweep trial re-reports them when restored, so
     #: that rows its logger had not written before the failure are not lost)
     records: list[dict] = field(default_factory=list)
+    #: the divergence bounds set from round 0's train_loss (one per configuration)
+    loss_limits: list[float] = field(default_factory=lambda: [math.inf])
+    #: a fused group (fco_ray.fused): the configurations still running, whose stacked
+    #: state `state` is; None for a single run
+    active: list[int] | None = None
 
 
 def _flatten(tree: dict, prefix: str = "", classes: dict | None = None) -> dict:
@@ -89,7 +95,9 @@ def save_snapshot(folder: str | Path, snapshot: Snapshot) -> Path:
     classes: dict[str, str] = {}
     leaves = _flatten({"state": snapshot.state, "comm": snapshot.comm}, "", classes)
     kinds = {k: _kind(v) for k, v in leaves.items()}
-    meta = {"round": snapshot.round, "kinds": kinds, "classes": classes}
+    meta = {"round": snapshot.round, "kinds": kinds, "classes": classes,
+            "loss_limits": [float(v) for v in snapshot.loss_limits],  # JSON: inf as Infinity
+            "active": snapshot.active}
     path = Path(folder) / FILE
     records = json.dumps(snapshot.records, default=float)  # floats, NaN / Infinity included
     np.savez(path, **{k: np.asarray(v) for k, v in leaves.items()}, **{_KINDS: np.array(json.dumps(meta)),
@@ -117,4 +125,5 @@ def load_snapshot(folder: str | Path) -> Snapshot:
                 node = node[part]
             node[last] = _dataclass(meta["classes"][path])(**node[last])
         records = json.loads(str(data[_RECORDS])) if _RECORDS in data.files else []
-    return Snapshot(int(meta["round"]), tree.get("state", {}), tree.get("comm", {}), records)
+    return Snapshot(int(meta["round"]), tree.get("state", {}), tree.get("comm", {}), records,
+                    [float(v) for v in meta["loss_limits"]], meta["active"])

@@ -2,23 +2,43 @@
 
 Exit codes: 0 success, 2 invalid input (bad config, missing file, bad --set or arguments),
 1 anything else. Errors are one line on stderr.
+
+Imports are local to the commands, after the input is read and checked: a mistyped path
+or YAML error is reported in a fraction of a second, key errors once the registries are
+imported (numba, scipy), and Ray, MLflow and matplotlib only load for work that needs them.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 from pathlib import Path
 
-import pandas as pd
-
-from .config import ConfigError, apply_overrides, load_yaml, parse_run
+from . import __version__
+from .files import ConfigError, apply_overrides, load_yaml
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 SWEEP_ONLY_KEYS = {"algorithms", "search", "seeds", "tune", "name", "report"}
 
 
-def _table(df: pd.DataFrame) -> str:
+def _table(df) -> str:
     return df.to_string(index=False, float_format=lambda v: f"{v:.6g}")
+
+
+def _command(name: str) -> str:
+    """How to call `name` (fco-ray, mlflow) from the user's shell: bare when the one on the
+    PATH is this environment's, else by its path (e.g. `.venv/bin/fco-ray` unactivated)."""
+    mine = Path(sys.executable).parent / name
+    found = shutil.which(name)
+    if found and mine.exists() and Path(found).resolve() == mine.resolve():
+        return name
+    if not mine.exists():
+        return f"{sys.executable} -m fco_ray" if name == "fco-ray" else name
+    try:
+        return str(mine.relative_to(Path.cwd()))
+    except ValueError:
+        return str(mine)
 
 
 # --- fco-ray run -------------------------------------------------------------------------
@@ -31,19 +51,23 @@ def add_run(sub) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override a config value (repeatable), e.g. --set algorithm.client_lr=0.01")
     p.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=cmd_run)
 
 
 def cmd_run(args) -> int:
-    from .api import make_problem, run
-    from .tracking import Store, check_store, close_run, default_uri, start_single_run
-
     raw = load_yaml(args.file)
     if SWEEP_ONLY_KEYS & set(raw):
         raise ConfigError(f"{args.file} is a sweep file (it has {sorted(SWEEP_ONLY_KEYS & set(raw))}); "
                           f"run it with: fco-ray sweep {args.file}")
     try:
-        cfg = parse_run(apply_overrides(raw, args.set))
+        raw = apply_overrides(raw, args.set)
+        from .config import parse_run  # the registries (numba, scipy): now that the file is read
+
+        cfg = parse_run(raw)
+        from .api import make_problem, run
+        from .progress import Progress
+
         problem = make_problem(cfg)  # its data must be readable before MLflow is touched
         per_round = cfg.algorithm.clients_per_round
         if per_round is not None and per_round > problem.num_clients:
@@ -54,25 +78,66 @@ def cmd_run(args) -> int:
         raise ConfigError(f"{args.file}: {e}") from None
     store = run_id = None
     if not args.no_mlflow:
+        from .tracking import Store, check_store, close_run, default_uri, run_label, start_single_run
+
         uri = cfg.tracking.uri or default_uri()
         check_store(uri)  # fail fast, before any work
         store = Store(uri)
-        run_id = start_single_run(store, cfg.model_dump(mode="json"),
-                                  f"{cfg.algorithm.name}-{cfg.problem.name}")
+        config = cfg.model_dump(mode="json")
+        run_id = start_single_run(store, config, f"{run_label(config)} {cfg.problem.name}")
+    progress = None if args.quiet else Progress(cfg.rounds, ["train_loss"])
+
+    def on_eval(row: dict) -> None:
+        if run_id:
+            store.log_rows(run_id, [row])
+        if progress is not None:
+            progress(row)
     try:
-        df = run(cfg, problem=problem,
-                 on_eval=(lambda row: store.log_rows(run_id, [row])) if run_id else None)
+        df, model = run(cfg, problem=problem, on_eval=on_eval, return_model=True)
     except BaseException:
         if run_id:
             close_run(store, run_id, "error", 0)
         raise
+    finally:
+        if progress is not None:
+            progress.close()
     status = df.attrs["status"]
     print(_table(df))
     print(f"status: {status}")
     if run_id:
-        close_run(store, run_id, status, int(df["round"].iloc[-1]) if len(df) else 0)
+        from .tracking import Summary
+
+        summary = Summary()
+        for row in df.to_dict("records"):
+            summary.add(row)
+        if model is not None:  # the final model (and E6's attack image) as run artifacts
+            import tempfile
+
+            from .artifacts import trial_artifacts
+
+            with tempfile.TemporaryDirectory() as tmp:
+                trial_artifacts(cfg, model, Path(tmp))
+                store.client.log_artifacts(run_id, tmp)
+        close_run(store, run_id, status, int(df["round"].iloc[-1]) if len(df) else 0, summary)
         print(f"MLflow run {run_id} in {store.uri} (experiment {cfg.tracking.experiment!r})")
+        _next_steps(store.uri, store.experiment_id(cfg.tracking.experiment, create=False), run_id)
     return EXIT_OK
+
+
+def _next_steps(uri: str, experiment_id: str, run_id: str | None = None, commands: list[str] = ()) -> None:
+    """Where to look next: the MLflow UI (the command that serves this store, when it is not a
+    server already) and the page of the run or experiment, then `commands`."""
+    from .tracking import ui_base
+
+    page = f"#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "")
+    print("next:")
+    if uri.startswith(("http://", "https://")):
+        print(f"  open {ui_base(uri)}/{page}")
+    else:
+        print(f"  {_command('mlflow')} ui --backend-store-uri {uri} --host 127.0.0.1")
+        print(f"  then open {ui_base(uri)}/{page}")
+    for command in commands:
+        print(f"  {command}")
 
 
 # --- fco-ray sweep -----------------------------------------------------------------------
@@ -92,13 +157,22 @@ def add_sweep(sub) -> None:
 
 
 def cmd_sweep(args) -> int:
+    raw = apply_overrides(load_yaml(args.file), args.set)  # file errors first, before the imports
     from .sweep import run_sweep
 
     outcome = run_sweep(args.file, args.set, resume=args.resume, storage=args.storage)
+    name = raw.get("name", "?")
+    metric, mode = (raw.get("tune") or {}).get("metric", "train_loss"), (raw.get("tune") or {}).get("mode", "min")
     if not outcome.best.empty:
-        print("best per algorithm (mean over seeds):")
-        print(_table(_best_table(outcome.best)))
+        print(f"best per algorithm (ranked by the final {metric}, {mode}, mean over seeds):")
+        print(_table(_best_table(outcome.best, metric)))
     print(f"MLflow parent run {outcome.parent_run_id} in {outcome.tracking_uri}")
+    fco = _command("fco-ray")
+    from .tracking import default_uri
+
+    store = "" if outcome.tracking_uri == default_uri() else f" --tracking-uri {outcome.tracking_uri}"
+    _next_steps(outcome.tracking_uri, outcome.experiment_id, None,
+                [f"{fco} runs {name} --best{store}", f"{fco} report {name}{store}"])
     if not outcome.ok:
         print(f"fco-ray: error: {outcome.errors} trial(s) failed (details in {outcome.path}); "
               "rerun them with --resume", file=sys.stderr)
@@ -122,8 +196,6 @@ def add_runs(sub) -> None:
 
 
 def cmd_runs(args) -> int:
-    from .tracking import Store, best_per_algorithm, children, default_uri, find_parent, trials_frame
-
     name, experiment, uri = args.sweep, args.experiment, args.tracking_uri
     if Path(args.sweep).suffix in (".yaml", ".yml") or Path(args.sweep).is_file():
         from .sweep import read_sweep_file
@@ -132,7 +204,10 @@ def cmd_runs(args) -> int:
         name, experiment = spec.name, experiment or spec.tracking.experiment
         uri = uri or spec.tracking.uri
     experiment = experiment or name
-    store = Store(_existing_store(uri or default_uri()))
+    uri = _existing_store(uri)
+    from .tracking import Store, best_per_algorithm, children, find_parent, trials_frame
+
+    store = Store(uri)
     exp_id = store.experiment_id(experiment, create=False)
     parent = find_parent(store, exp_id, name) if exp_id is not None else None
     if parent is None:
@@ -145,7 +220,7 @@ def cmd_runs(args) -> int:
         return EXIT_OK
     if args.best:
         best = best_per_algorithm(trials, metric, mode)
-        print(_table(_best_table(best)) if not best.empty else "no trial finished")
+        print(_table(_best_table(best, metric)) if not best.empty else "no trial finished")
         return EXIT_OK
     columns = ["algorithm", *_searched(trials), "seed", "status", "final_round",
                *dict.fromkeys(m for m in (metric, "train_loss") if m in trials)]
@@ -155,11 +230,13 @@ def cmd_runs(args) -> int:
     return EXIT_OK
 
 
-def _existing_store(uri: str) -> str:
-    """`uri` if it names an MLflow store that exists: reading (runs, report) must never create
-    an empty store, nor a directory for a URI that is no store at all."""
-    from .config import check_tracking_uri
+def _existing_store(uri: str | None) -> str:
+    """The tracking URI to read (`uri`, else MLFLOW_TRACKING_URI, else ./mlflow.db), if it
+    names an MLflow store that exists: reading (runs, report) must never create an empty
+    store, nor a directory for a URI that is no store at all. Without importing MLflow."""
+    from .files import check_tracking_uri
 
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
     try:
         check_tracking_uri(uri)
     except ValueError as e:
@@ -171,7 +248,7 @@ def _existing_store(uri: str) -> str:
     return uri
 
 
-def _searched(trials: pd.DataFrame) -> list[str]:
+def _searched(trials) -> list[str]:
     """The rate columns plus any other param that varies across trials (besides the seed)."""
     rates = [c for c in ("algorithm.client_lr", "algorithm.server_lr") if c in trials]
     varying = [c for c in trials.attrs["params"]
@@ -184,10 +261,12 @@ def _short(column: str) -> str:
     return column.split(".")[-1] if column.startswith("algorithm.") else column
 
 
-def _best_table(best: pd.DataFrame) -> pd.DataFrame:
+def _best_table(best, metric: str):
+    """Algorithm, rates, seeds, then the mean final metrics, the ranked one first (it is the
+    score the configuration was chosen by: not repeated as a column of its own)."""
     rates = [c for c in ("algorithm.client_lr", "algorithm.server_lr") if c in best]
-    metrics = [m for m in best.attrs["metrics"] if best[m].notna().any()]
-    return best[["algorithm", *rates, "seeds", "score", *metrics]].rename(columns=_short)
+    metrics = [m for m in dict.fromkeys([metric, *best.attrs["metrics"]]) if m in best and best[m].notna().any()]
+    return best[["algorithm", *rates, "seeds", *metrics]].rename(columns=_short)
 
 
 # --- fco-ray report ----------------------------------------------------------------------
@@ -204,6 +283,9 @@ def add_report(sub) -> None:
                         "or sqlite:///./mlflow.db)")
     p.add_argument("--dashboard", default=None, metavar="NAME|FILE",
                    help="report definition in dashboards/ (default: the sweep file's `report`)")
+    p.add_argument("--mlflow-ui", default=None, metavar="URL",
+                   help="the MLflow UI the report links runs to (default: $FCO_RAY_MLFLOW_UI, the "
+                        "tracking server, or http://127.0.0.1:5000 where `mlflow ui` serves)")
     p.set_defaults(func=cmd_report)
 
 
@@ -216,10 +298,8 @@ def cmd_report(args) -> int:
 
         spec = read_sweep_file(sweep)
         sweep, uri = spec.name, uri or spec.tracking.uri
-    from .tracking import default_uri
-
-    uri = _existing_store(uri or default_uri())
-    index = render_report(sweep, tracking_uri=uri, out_dir=args.out, dashboard=args.dashboard)
+    index = render_report(sweep, tracking_uri=_existing_store(uri), out_dir=args.out,
+                          dashboard=args.dashboard, ui_url=args.mlflow_ui)
     print(f"report: {index} (also attached to the sweep's parent run under report/)")
     return EXIT_OK
 
@@ -233,6 +313,7 @@ SUBCOMMANDS = [add_run, add_sweep, add_runs, add_report]
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fco-ray", description="Federated composite optimization on Ray: run, sweep, inspect.")
+    parser.add_argument("--version", action="version", version=f"fco-ray {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(sub)

@@ -5,16 +5,16 @@ allowed (the CLI turns it into exit code 2), before any work starts.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from .algorithms import ALGORITHMS, Hyper
 from .checks import check_fits
 from .errors import ConfigError, short_repr
-from .files import read_text
+# re-exported; in their own light module so that the CLI reads files and reports their
+# errors before importing the algorithm and problem registries (numba, scipy)
+from .files import _ConfigLoader, apply_overrides, check_tracking_uri, load_yaml, parse_yaml  # noqa: F401
 from .problems import PROBLEMS, ProblemParams
 from .strict import no_bool_numbers
 
@@ -40,19 +40,6 @@ class RayBackendConfig(_Strict):
 BackendConfig = Annotated[Union[LocalBackendConfig, RayBackendConfig], Field(discriminator="name")]
 
 
-#: MLflow store URI schemes (a bare word would silently become a file store directory)
-TRACKING_SCHEMES = ("sqlite", "http", "https", "file", "postgresql", "mysql", "mssql", "databricks")
-
-
-def check_tracking_uri(uri: str) -> str:
-    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
-    if scheme not in TRACKING_SCHEMES or len(uri) > 4096:
-        raise ValueError(f"tracking URI {short_repr(uri)} is not an MLflow store URI; use one "
-                         f"of the schemes {list(TRACKING_SCHEMES)}, e.g. sqlite:///PATH/mlflow.db "
-                         "or http://127.0.0.1:5000")
-    return uri
-
-
 class TrackingConfig(_Strict):
     # MLflow keeps experiment names in a 256-character column
     experiment: str = Field("fco-ray", min_length=1, max_length=256)
@@ -70,6 +57,9 @@ class RunConfig(_Strict):
     rounds: int = Field(100, ge=1)
     eval_every: int = Field(10, ge=1)
     seed: int = Field(0, ge=0, lt=2**63)  # a 64-bit key part (fco_ray.random)
+    divergence: float | None = Field(
+        1e3, gt=1, allow_inf_nan=False, description="a run whose train_loss exceeds this "
+        "multiple of its round-0 value ends `diverged` (minimization problems); null: off")
     backend: BackendConfig = LocalBackendConfig()
     tracking: TrackingConfig = TrackingConfig()
 
@@ -167,130 +157,3 @@ def parse_run(raw: Any) -> RunConfig:
         return RunConfig.model_validate({**rest, **fields})
     except ValidationError as e:
         raise ConfigError("; ".join(_describe(err, "", RunConfig) for err in e.errors())) from None
-
-
-MAX_CONFIG_BYTES = 2**20  # a config file is kilobytes
-MAX_ALIAS_NODES = 100_000  # nodes YAML aliases may add by expansion (a config has hundreds)
-_MERGE = "tag:yaml.org,2002:merge"
-
-
-def _expanded_size(node, memo: dict) -> int:
-    """Nodes under `node` counting every alias as a copy (memoized: aliases share nodes)."""
-    if id(node) not in memo:
-        if isinstance(node, yaml.SequenceNode):
-            memo[id(node)] = 1 + sum(_expanded_size(c, memo) for c in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            memo[id(node)] = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo)
-                                     for k, v in node.value)
-        else:
-            memo[id(node)] = 1
-    return memo[id(node)]
-
-
-class _ConfigLoader(yaml.SafeLoader):
-    """yaml.safe_load's loader (plain data only: never builds Python objects), plus:
-    - aliases are bounded: all of them together may expand to at most MAX_ALIAS_NODES
-      nodes, and an alias inside its own anchor (a recursive structure) is refused, so a
-      few hundred bytes cannot become gigabytes ("billion laughs") anywhere downstream;
-      the error names the alias's line;
-    - a key given twice in one mapping is an error rather than silently the last value
-      (keys brought in by a merge key `<<:` may be overridden, as YAML specifies)."""
-
-    def __init__(self, stream):
-        super().__init__(stream)
-        self._expanded, self._sizes, self._open = 0, {}, set()
-
-    def compose_node(self, parent, index):
-        event = self.peek_event()
-        anchor = getattr(event, "anchor", None)
-        if isinstance(event, yaml.AliasEvent):
-            if anchor in self._open:
-                raise yaml.composer.ComposerError(
-                    None, None, f"alias *{anchor} is inside its own anchor (a recursive "
-                    "structure)", event.start_mark)
-            if anchor in self.anchors:
-                self._expanded += _expanded_size(self.anchors[anchor], self._sizes)
-                if self._expanded > MAX_ALIAS_NODES:
-                    raise yaml.composer.ComposerError(
-                        None, None, f"aliases expand to more than {MAX_ALIAS_NODES:,} nodes "
-                        f"(at alias *{anchor}); a config needs far fewer", event.start_mark)
-            return super().compose_node(parent, index)
-        if anchor is None:
-            return super().compose_node(parent, index)
-        self._open.add(anchor)
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._open.discard(anchor)
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == _MERGE:
-                continue
-            key = self.construct_object(key_node, deep=deep)
-            try:
-                duplicate = key in seen
-            except TypeError:  # an unhashable key: SafeLoader reports it below
-                continue
-            if duplicate:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {short_repr(key)} (each key once per mapping)",
-                    key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _yaml_error(path: Path, e: yaml.YAMLError) -> str:
-    """One line: file:line:column, what is wrong and, for tags, what is allowed."""
-    mark = getattr(e, "problem_mark", None)
-    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-    context = getattr(e, "context", None)
-    message = f"{where}: invalid YAML: {problem}" + (f" ({context})" if context else "")
-    if "constructor for the tag" in problem:
-        message += "; a config holds plain data only (mappings, lists, strings, numbers, booleans)"
-    return message
-
-
-def parse_yaml(text: str, path: str | Path = "<string>") -> Any:
-    """Plain data from YAML text with the bounded, safe loader above."""
-    try:
-        return yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader
-    except yaml.YAMLError as e:
-        raise ConfigError(_yaml_error(Path(path), e)) from None
-    except RecursionError:
-        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
-
-
-def load_yaml(path: str | Path) -> dict:
-    """Read a YAML config file through the one file error path (fco_ray.files) and the
-    bounded safe loader (no code, no Python objects, aliases bounded, no duplicate keys)."""
-    path = Path(path)
-    data = parse_yaml(read_text(path, "config file", MAX_CONFIG_BYTES), path)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping of keys, got {type(data).__name__}")
-    return data
-
-
-def apply_overrides(raw: dict, assignments: list[str]) -> dict:
-    """Apply `key.path=value` overrides (values parsed as YAML scalars) to a nested dict."""
-    out = yaml.safe_load(yaml.safe_dump(raw))  # deep copy of plain data
-    for item in assignments:
-        if "=" not in item:
-            raise ConfigError(f"--set expects key.path=value, got {item!r}")
-        path, text = item.split("=", 1)
-        keys = [k for k in path.strip().split(".") if k]
-        if not keys:
-            raise ConfigError(f"--set expects key.path=value, got {item!r}")
-        try:
-            value = parse_yaml(text, f"--set {path}")
-        except ConfigError as e:
-            raise ConfigError(f"--set {path}: cannot parse value {short_repr(text)}: {e}") from None
-        node = out
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"--set {path}: {k!r} is not a mapping")
-        node[keys[-1]] = value
-    return out

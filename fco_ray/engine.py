@@ -33,13 +33,15 @@ def evaluate(problem: Problem, algorithm: Algorithm, state: dict) -> dict[str, f
 
 def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, eval_every: int,
                seed: int, on_eval: Callable[[dict], None] | None = None,
-               start: Snapshot | None = None, checkpoint_every: int = 0,
+               divergence: float | None = None, start: Snapshot | None = None,
+               checkpoint_every: int = 0,
                on_checkpoint: Callable[[Snapshot], None] | None = None) -> RunResult:
     """Run `rounds` communication rounds; evaluate at round 0, every `eval_every`, and last.
 
-    A non-finite broadcast or objective, or a numerical failure (e.g. an SVD that does not
-    converge on huge entries), ends the run with status "diverged"; the records then hold
-    every metric row up to the last finite one.
+    A non-finite broadcast or objective, a numerical failure (e.g. an SVD that does not
+    converge on huge entries) or, for a minimization problem and `divergence` not None, an
+    objective `train_loss` above `divergence` times its round-0 value ends the run with status
+    "diverged"; the records then hold every metric row up to the last acceptable one.
 
     Checkpoints (fco_ray.checkpoint): every `checkpoint_every` rounds `on_checkpoint` gets
     the state, just before that round's metrics go to `on_eval`; a run given `start`
@@ -50,13 +52,18 @@ def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, 
     if start is None:
         state = algorithm.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
         comm, first = {"floats_up": 0.0, "floats_down": 0.0}, 0
+        limit = np.inf  # train_loss above this ends the run (set from the round-0 value)
     else:
-        state, comm, first = start.state, {**start.comm}, start.round
+        state, comm, first, (limit,) = start.state, {**start.comm}, start.round, start.loss_limits
 
     def record(rnd: int) -> bool:
+        nonlocal limit
         metrics = evaluate(problem, algorithm, state)
-        if not np.isfinite(metrics.get("train_loss", 0.0)):
+        loss = metrics.get("train_loss", 0.0)
+        if not np.isfinite(loss) or loss > limit:
             return False
+        if rnd == 0 and divergence is not None and "minimize" in problem.kinds and loss > 0:
+            limit = divergence * loss
         row = {"round": rnd, **metrics, **comm}
         result.records.append(row)
         if on_eval is not None:
@@ -92,7 +99,7 @@ def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, 
             finite = advance(rnd)
             done = rnd + 1
             if finite and on_checkpoint is not None and checkpoint_every and done % checkpoint_every == 0:
-                on_checkpoint(Snapshot(done, state, dict(comm)))
+                on_checkpoint(Snapshot(done, state, dict(comm), loss_limits=[limit]))
             if finite and (done % eval_every == 0 or done == rounds):
                 finite = record(done)
     except NUMERICAL_FAILURES:  # e.g. an SVD of a matrix full of huge numbers

@@ -1,9 +1,13 @@
-"""The one error path for reading user-named files (configs, dashboards, data).
+"""Reading user-named files: the one error path for files (configs, dashboards, data),
+the bounded safe YAML loader and `--set` overrides.
 
 Whatever is wrong with a file the user gave -- missing, a directory, unreadable, not
-UTF-8 text, too large, or not in the expected format -- becomes one `ConfigError` naming
-the path and the problem (the CLI's exit code 2), never a traceback from deep inside a
-reader library.
+UTF-8 text, too large, not valid or hostile YAML, or not in the expected format -- becomes
+one `ConfigError` naming the path and the problem (the CLI's exit code 2), never a
+traceback from deep inside a reader library.
+
+Light on purpose (PyYAML only): the CLI reads and checks its files with these before it
+imports anything heavy, so a missing file or a YAML error is reported at once.
 """
 from __future__ import annotations
 
@@ -11,8 +15,11 @@ import os
 import stat
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from .errors import ConfigError
+import yaml
+
+from .errors import ConfigError, short_repr
 
 MAX_TEXT_BYTES = 16 * 2**20  # a config or dashboard is kilobytes; refuse to read a huge one
 
@@ -69,6 +76,147 @@ def reading(path: str | os.PathLike, what: str = "file", expected: str | None = 
         raise ConfigError(f"{path}: {what} cannot be read ({type(e).__name__}: "
                           f"{str(e)[:300]}){hint}") from None
 
+
+MAX_CONFIG_BYTES = 2**20  # a config file is kilobytes
+MAX_ALIAS_NODES = 100_000  # nodes YAML aliases may add by expansion (a config has hundreds)
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _expanded_size(node, memo: dict) -> int:
+    """Nodes under `node` counting every alias as a copy (memoized: aliases share nodes)."""
+    if id(node) not in memo:
+        if isinstance(node, yaml.SequenceNode):
+            memo[id(node)] = 1 + sum(_expanded_size(c, memo) for c in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            memo[id(node)] = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo)
+                                     for k, v in node.value)
+        else:
+            memo[id(node)] = 1
+    return memo[id(node)]
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader (plain data only: never builds Python objects), plus:
+    - aliases are bounded: all of them together may expand to at most MAX_ALIAS_NODES
+      nodes, and an alias inside its own anchor (a recursive structure) is refused, so a
+      few hundred bytes cannot become gigabytes ("billion laughs") anywhere downstream;
+      the error names the alias's line;
+    - a key given twice in one mapping is an error rather than silently the last value
+      (keys brought in by a merge key `<<:` may be overridden, as YAML specifies)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._expanded, self._sizes, self._open = 0, {}, set()
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        anchor = getattr(event, "anchor", None)
+        if isinstance(event, yaml.AliasEvent):
+            if anchor in self._open:
+                raise yaml.composer.ComposerError(
+                    None, None, f"alias *{anchor} is inside its own anchor (a recursive "
+                    "structure)", event.start_mark)
+            if anchor in self.anchors:
+                self._expanded += _expanded_size(self.anchors[anchor], self._sizes)
+                if self._expanded > MAX_ALIAS_NODES:
+                    raise yaml.composer.ComposerError(
+                        None, None, f"aliases expand to more than {MAX_ALIAS_NODES:,} nodes "
+                        f"(at alias *{anchor}); a config needs far fewer", event.start_mark)
+            return super().compose_node(parent, index)
+        if anchor is None:
+            return super().compose_node(parent, index)
+        self._open.add(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._open.discard(anchor)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE:
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: SafeLoader reports it below
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {short_repr(key)} (each key once per mapping)",
+                    key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_error(path: Path, e: yaml.YAMLError) -> str:
+    """One line: file:line:column, what is wrong and, for tags, what is allowed."""
+    mark = getattr(e, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    context = getattr(e, "context", None)
+    message = f"{where}: invalid YAML: {problem}" + (f" ({context})" if context else "")
+    if "constructor for the tag" in problem:
+        message += "; a config holds plain data only (mappings, lists, strings, numbers, booleans)"
+    return message
+
+
+def parse_yaml(text: str, path: str | Path = "<string>") -> Any:
+    """Plain data from YAML text with the bounded, safe loader above."""
+    try:
+        return yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader
+    except yaml.YAMLError as e:
+        raise ConfigError(_yaml_error(Path(path), e)) from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+
+
+def load_yaml(path: str | Path) -> dict:
+    """Read a YAML config file through the one file error path (fco_ray.files) and the
+    bounded safe loader (no code, no Python objects, aliases bounded, no duplicate keys)."""
+    path = Path(path)
+    data = parse_yaml(read_text(path, "config file", MAX_CONFIG_BYTES), path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def apply_overrides(raw: dict, assignments: list[str]) -> dict:
+    """Apply `key.path=value` overrides (values parsed as YAML scalars) to a nested dict."""
+    out = yaml.safe_load(yaml.safe_dump(raw))  # deep copy of plain data
+    for item in assignments:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key.path=value, got {item!r}")
+        path, text = item.split("=", 1)
+        keys = [k for k in path.strip().split(".") if k]
+        if not keys:
+            raise ConfigError(f"--set expects key.path=value, got {item!r}")
+        try:
+            value = parse_yaml(text, f"--set {path}")
+        except ConfigError as e:
+            raise ConfigError(f"--set {path}: cannot parse value {short_repr(text)}: {e}") from None
+        node = out
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {path}: {k!r} is not a mapping")
+        node[keys[-1]] = value
+    return out
+
+
+
+#: MLflow store URI schemes (a bare word would silently become a file store directory)
+TRACKING_SCHEMES = ("sqlite", "http", "https", "file", "postgresql", "mysql", "mssql", "databricks")
+
+
+def check_tracking_uri(uri: str) -> str:
+    """`uri` if it names an MLflow store (ValueError otherwise)."""
+    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
+    if scheme not in TRACKING_SCHEMES or len(uri) > 4096:
+        raise ValueError(f"tracking URI {short_repr(uri)} is not an MLflow store URI; use one "
+                         f"of the schemes {list(TRACKING_SCHEMES)}, e.g. sqlite:///PATH/mlflow.db "
+                         "or http://127.0.0.1:5000")
+    return uri
 
 def check_private_tree(root: str | os.PathLike, what: str) -> None:
     """Refuse `root` unless only this user could have written anything in it: `root` and

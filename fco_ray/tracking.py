@@ -6,7 +6,12 @@ Layout (README "MLflow layout"; the sweep writes it, `fco-ray runs` and reports 
 - child run per trial: tags `mlflow.parentRunId`, `fco.role=trial`, `fco.sweep`,
   `fco.trial_id`, `fco.algorithm`, `fco.status` (running, finished, diverged, stopped, error),
   `fco.retries` (reruns after the trial's process failed, if any);
-  params = the trial's run config flattened to dotted keys; metrics with `step = round`.
+  params = the trial's run config flattened to dotted keys; metrics with `step = round`;
+  when it ends, summary metrics `final.<metric>` (last finite value) and `best.<metric>`
+  (best value over the rounds, for metrics with a direction: see `direction`), so the MLflow
+  runs table has one column per summary; run name e.g. `feddualavg lr=0.01 slr=1 seed0`.
+- experiments fco-ray creates carry the tag `mlflow.experimentKind=custom_model_development`:
+  MLflow 3's UI then opens them in its model-training view (runs table, charts), not GenAI.
 
 Everything here runs in one process (the CLI or the Tune driver): SQLite stores must not be
 written by many processes at once.
@@ -23,6 +28,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Iterable
+from urllib.parse import quote
 
 import pandas as pd
 from mlflow import MlflowClient
@@ -35,6 +41,15 @@ PARENT = "mlflow.parentRunId"
 FINAL_ROUND = "fco.final_round"
 RETRIES = "fco.retries"  # reruns of a trial after its process failed
 MAX_METRICS_PER_BATCH = 1000  # MLflow's log_batch limit
+# MLflow 3's UI picks the experiment's view from this tag (its JS: ExperimentKind); without
+# it an experiment of runs with no traces may be shown as a GenAI one
+EXPERIMENT_KIND, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
+SUMMARY_PREFIXES = ("final.", "best.")
+SHORT_NAMES = {"algorithm.client_lr": "lr", "algorithm.server_lr": "slr"}
+# metric directions by name (substring): what "best" means for a metric that is not the
+# sweep's ranked one; metrics matching neither (density, rank, floats_up) get no best.*
+HIGHER_IS_BETTER = ("f1", "precision", "recall", "accuracy")
+LOWER_IS_BETTER = ("loss", "mse", "gap", "error", "suboptimality")
 
 
 def default_uri() -> str:
@@ -83,6 +98,78 @@ def check_store(uri: str, timeout: float = 10.0) -> None:
         except (OSError, sqlite3.Error) as e:
             raise TrackingUnavailable(f"MLflow tracking database {db} cannot be opened ({e}); "
                                       f"fix the path, {elsewhere}") from None
+
+
+DEFAULT_UI = "http://127.0.0.1:5000"  # where `mlflow ui --host 127.0.0.1` serves
+UI_ENV = "FCO_RAY_MLFLOW_UI"
+
+
+def ui_base(tracking_uri: str, explicit: str | None = None) -> str:
+    """The MLflow UI the report links to: `explicit`, else $FCO_RAY_MLFLOW_UI, else the
+    tracking server itself when the store is one (`http(s)://`), else `mlflow ui`'s default
+    address http://127.0.0.1:5000."""
+    base = explicit or os.environ.get(UI_ENV)
+    if not base and tracking_uri.startswith(("http://", "https://")):
+        base = tracking_uri
+    return (base or DEFAULT_UI).rstrip("/")
+
+
+def run_url(base: str, experiment_id: str, run_id: str) -> str:
+    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def compare_url(base: str, experiment_id: str, run_ids: list[str]) -> str:
+    """MLflow's compare view of some runs (parallel coordinates, scatter, contour)."""
+    runs = quote(json.dumps(run_ids, separators=(",", ":")))
+    return f"{base}/#/compare-runs?runs={runs}&experiments={quote(json.dumps([experiment_id]))}"
+
+
+def direction(metric: str, ranked: str | None = None, mode: str | None = None) -> str | None:
+    """"max", "min" or None (no natural best) for `metric`; the ranked metric has `mode`."""
+    if metric == ranked and mode in ("min", "max"):
+        return mode
+    if any(word in metric for word in HIGHER_IS_BETTER):
+        return "max"
+    if any(word in metric for word in LOWER_IS_BETTER):
+        return "min"
+    return None
+
+
+class Summary:
+    """The summary metrics of one run, from its rows: `final.<m>` (last finite value) and
+    `best.<m>` (min or max over the rounds, by `direction`)."""
+
+    def __init__(self, ranked: str | None = None, mode: str | None = None):
+        self.ranked, self.mode = ranked, mode
+        self.final: dict[str, float] = {}
+        self.best: dict[str, float] = {}
+
+    def add(self, row: dict) -> None:
+        for k, v in row.items():
+            if k == "round" or not _finite(v):
+                continue
+            v = float(v)
+            self.final[k] = v
+            way = direction(k, self.ranked, self.mode)
+            if way is not None and (k not in self.best or (v > self.best[k] if way == "max" else v < self.best[k])):
+                self.best[k] = v
+
+    def metrics(self) -> dict[str, float]:
+        return {**{f"final.{k}": v for k, v in self.final.items()},
+                **{f"best.{k}": v for k, v in self.best.items()}}
+
+
+def run_label(config: dict, keys: Iterable[str] = ("algorithm.client_lr", "algorithm.server_lr")) -> str:
+    """A run's name in the MLflow UI: algorithm, the values of `keys` (dotted config keys;
+    client_lr as `lr`, server_lr as `slr`) and the seed, e.g. `feddualavg lr=0.01 slr=1 seed0`."""
+    flat = flatten(config)
+    parts = [str(flat.get("algorithm.name", "?"))]
+    for key in keys:
+        if key in flat and flat[key] is not None and key not in ("algorithm.name", "seed"):
+            value = flat[key]
+            text = f"{value:.3g}" if isinstance(value, float) else str(value)
+            parts.append(f"{SHORT_NAMES.get(key, key.split('.')[-1])}={text}")
+    return " ".join(parts + [f"seed{flat.get('seed', 0)}"])
 
 
 def flatten(tree: dict, prefix: str = "") -> dict:
@@ -159,6 +246,8 @@ class Store:
     def experiment_id(self, name: str, create: bool = True) -> str | None:
         exp = self.client.get_experiment_by_name(name)
         if exp is not None:
+            if create and EXPERIMENT_KIND not in exp.tags:  # made by an older fco-ray
+                self.client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND, TRAINING_KIND)
             return exp.experiment_id
         if not create:
             return None
@@ -168,7 +257,8 @@ class Store:
             # (a `ray job` runs in a temporary copy of the working dir)
             db = Path(self.uri[len("sqlite:///"):]).resolve()
             location = (db.parent / "mlartifacts").as_uri()
-        return self.client.create_experiment(name, artifact_location=location)
+        return self.client.create_experiment(name, artifact_location=location,
+                                             tags={EXPERIMENT_KIND: TRAINING_KIND})
 
     def search(self, experiment_id: str, filter_string: str, order_by: list[str] | None = None) -> list:
         runs, token = [], None
@@ -213,8 +303,12 @@ def start_single_run(store: Store, config: dict, run_name: str) -> str:
     return run.info.run_id
 
 
-def close_run(store: Store, run_id: str, status: str, final_round: int) -> None:
-    """End a run with its fco.status (finished, diverged, stopped, error) and final round."""
+def close_run(store: Store, run_id: str, status: str, final_round: int,
+              summary: Summary | None = None) -> None:
+    """End a run with its fco.status (finished, diverged, stopped, error), final round and
+    summary metrics (`final.*`, `best.*`, logged at step = the final round)."""
+    if summary is not None and summary.final:
+        store.log_rows(run_id, [{"round": final_round, **summary.metrics()}])
     store.set_tags(run_id, {STATUS: status, FINAL_ROUND: final_round})
     store.client.set_terminated(run_id, "FAILED" if status == "error" else "FINISHED")
 
@@ -233,7 +327,8 @@ def children(store: Store, parent) -> list:
 def trials_frame(runs: list) -> pd.DataFrame:
     """One row per child run: run_id, trial_id, algorithm, status (fco.status), run_status
     (MLflow's), final_round, the typed params (dotted keys, listed in `attrs["params"]`) and
-    the final metric values (each metric's last step; listed in `attrs["metrics"]`)."""
+    the final metric values (each metric's last step; listed in `attrs["metrics"]`; the
+    summary metrics `final.*`, `best.*` are left out: they repeat the series)."""
     rows, params, metrics = [], set(), set()
     for r in runs:
         row = {"run_id": r.info.run_id, "trial_id": r.data.tags.get(TRIAL_ID),
@@ -241,9 +336,10 @@ def trials_frame(runs: list) -> pd.DataFrame:
                "run_status": r.info.status,
                "final_round": param_value(r.data.tags.get(FINAL_ROUND, "null"))}
         row.update({k: param_value(v) for k, v in r.data.params.items()})
-        row.update(r.data.metrics)
+        logged = {k: v for k, v in r.data.metrics.items() if not k.startswith(SUMMARY_PREFIXES)}
+        row.update(logged)
         params.update(r.data.params)
-        metrics.update(r.data.metrics)
+        metrics.update(logged)
         rows.append(row)
     df = pd.DataFrame(rows)
     df.attrs.update(params=sorted(params), metrics=sorted(metrics))
@@ -336,12 +432,18 @@ class SweepLog:
             self.store.set_tags(run.info.run_id, {STATUS: "running"})
             last = self.store.last_step(run.info.run_id, self.metric)
         self._open[trial_id] = {"run_id": run.info.run_id, "last_step": last, "rows": [],
-                                "times": [], "flushed": time.monotonic()}
+                                "times": [], "flushed": time.monotonic(),
+                                "summary": Summary(self.metric, self.mode)}
 
     def add_row(self, trial_id: str, row: dict) -> None:
         trial = self._open.get(trial_id)
-        if trial is None or row["round"] <= trial["last_step"]:
-            return  # a closed run, or a round logged before an interruption
+        if trial is None:
+            return  # a closed run
+        if row["round"] == 0:  # a (re)run starts over: same seed, same rows, summarized again
+            trial["summary"] = Summary(self.metric, self.mode)
+        trial["summary"].add(row)
+        if row["round"] <= trial["last_step"]:
+            return  # a round logged before an interruption
         trial["rows"].append(row)
         trial["times"].append(int(time.time() * 1000))
         trial["last_step"] = row["round"]
@@ -369,8 +471,15 @@ class SweepLog:
         if trial is None:
             return
         self._flush(trial)
-        close_run(self.store, trial["run_id"], status, max(trial["last_step"], 0))
+        close_run(self.store, trial["run_id"], status, max(trial["last_step"], 0), trial["summary"])
         self.runs[trial_id] = self.store.client.get_run(trial["run_id"])
+
+    def log_artifacts(self, trial_id: str, folder: str | Path) -> None:
+        """Attach the files in `folder` (e.g. `model.npz`) to the trial's run, open or ended."""
+        run = self._open.get(trial_id, {}).get("run_id") or (
+            self.runs[trial_id].info.run_id if trial_id in self.runs else None)
+        if run is not None:
+            self.store.client.log_artifacts(run, str(folder))
 
     def finish(self, failed: bool) -> pd.DataFrame:
         """Write the best configuration per algorithm on the parent run and close it."""

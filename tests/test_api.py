@@ -148,3 +148,37 @@ def test_linalg_error_inside_a_round_ends_the_run_as_diverged():
                                     "local_steps": 2}, "rounds": 20, "eval_every": 1}, problem=problem)
     assert df.attrs["status"] == "diverged"
     assert 1 < len(df) < 20
+
+
+def test_return_model_gives_the_final_model_whose_metrics_are_the_last_row(tmp_path):
+    from fco_ray.api import make_problem, resolve
+
+    df, model = fco_ray.run(config(), return_model=True)
+    pd.testing.assert_frame_equal(df, fco_ray.run(config()))  # same rows either way
+    assert set(model) == {"w", "b"} and model["w"].shape == (20,)
+    # the model is what the last row was evaluated on: its metrics, recomputed, are that row
+    problem = make_problem(resolve(config()))
+    recomputed = problem.metrics(model)
+    for k, v in recomputed.items():
+        assert df[k].iloc[-1] == pytest.approx(v, rel=1e-12), k
+    # np.savez / np.load without pickles round-trips it
+    np.savez(tmp_path / "model.npz", **model)
+    with np.load(tmp_path / "model.npz", allow_pickle=False) as saved:
+        assert set(saved.files) == {"w", "b"}
+        np.testing.assert_array_equal(saved["w"], model["w"])
+
+
+def test_return_model_of_a_custom_problem_and_of_a_diverged_run():
+    rng = np.random.default_rng(0)
+    data = ClientData.from_lists([{"a": rng.normal(3.0, 1.0, size=(n, 4))} for n in (5, 9, 7)])
+    shapes = {"w": (4,)}
+    problem = Quadratic(train=data, val=None, shapes=shapes, psi=R.Blockwise({"w": R.L1(0.5)}, shapes))
+    _, model = fco_ray.run({"algorithm": {"name": "feddualavg", "client_lr": 0.1, "clients_per_round": None,
+                                          "batch_size": None}, "rounds": 300}, problem=problem,
+                           return_model=True)
+    means = np.stack([data.arrays["a"][c, :n].mean(axis=0) for c, n in enumerate(data.sizes)])
+    target = np.sign(means.mean(0)) * np.maximum(np.abs(means.mean(0)) - 0.5, 0)
+    np.testing.assert_allclose(model["w"], target, atol=1e-6)  # the composite optimum
+    df, model = fco_ray.run(config(algorithm={"client_lr": 5.0}, rounds=50, eval_every=1),
+                            return_model=True)
+    assert df.attrs["status"] == "diverged" and model is None

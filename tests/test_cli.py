@@ -39,6 +39,17 @@ def test_run_prints_metrics_and_logs_one_mlflow_run(files, capsys):
     (run,) = store.search(exp, filter_tags(**{"fco.role": "run"}))
     assert run.data.tags["fco.status"] == "finished" and run.data.params["algorithm.client_lr"] == "0.001"
     assert [m.step for m in store.client.get_metric_history(run.info.run_id, "f1")] == [0, 5, 10]
+    # readable name, summary metrics (MLflow's runs table columns), the training-view tag
+    assert run.info.run_name == "feddualavg lr=0.001 slr=1 seed0 lasso"
+    f1 = [m.value for m in store.client.get_metric_history(run.info.run_id, "f1")]
+    loss = [m.value for m in store.client.get_metric_history(run.info.run_id, "train_loss")]
+    assert run.data.metrics["final.f1"] == f1[-1] and run.data.metrics["best.f1"] == max(f1)
+    assert run.data.metrics["best.train_loss"] == min(loss) and "best.density" not in run.data.metrics
+    assert store.client.get_experiment(exp).tags["mlflow.experimentKind"] == "custom_model_development"
+    # progress on stderr (stdout keeps the table), and where to look next
+    assert "round 10/10 (100%)" in err and "rounds/s" in err and "train_loss=" in err
+    assert f"--backend-store-uri sqlite:///{files / 'mlflow.db'} --host 127.0.0.1" in out
+    assert f"http://127.0.0.1:5000/#/experiments/{exp}/runs/{run.info.run_id}" in out
     assert call(capsys, "run", "run.yaml", "--no-mlflow", "--set", "rounds=5")[0] == 0
     assert len(store.search(exp, "")) == 1
 
@@ -75,3 +86,87 @@ def test_argparse_errors_and_other_failures(files, capsys):
     # a URI that names no MLflow store at all is one (it would become a directory)
     code, _, err = call(capsys, "run", "run.yaml", "--set", "tracking.uri=nosuchscheme://x")
     assert code == 2 and "tracking.uri: tracking URI 'nosuchscheme://x' is not an MLflow store URI" in err
+
+
+def test_version(capsys):
+    import fco_ray
+
+    assert call(capsys, "--version") == (0, f"fco-ray {fco_ray.__version__}\n", "")
+
+
+HEAVY = ["ray", "mlflow", "matplotlib", "numba", "sklearn", "pandas", "scipy"]
+
+
+@pytest.mark.parametrize("argv, heavy_allowed", [
+    (["run", "nosuch.yaml"], []),
+    (["sweep", "nosuch.yaml"], []),
+    (["run", "broken.yaml"], []),
+    (["run", "sweep.yaml"], []),
+    (["run", "run.yaml", "--set", "rounds"], []),
+    (["runs", "nothing"], []),
+    (["--version"], []),
+    # a key error needs the algorithm and problem registries, not Ray, MLflow or matplotlib
+    (["run", "run.yaml", "--set", "algorithm.client_rate=0.1"], ["numba", "scipy", "sklearn", "pandas"]),
+])
+def test_errors_come_before_heavy_imports(files, argv, heavy_allowed):
+    """What makes errors appear in about a second: no heavy module is imported before the
+    input is checked (`fco-ray run nosuch.yaml`: 3.5 s before, 0.3 s after; README)."""
+    import subprocess
+    import sys
+
+    (files / "broken.yaml").write_text("rounds: [1, 2\n")
+    code = ("import sys; from fco_ray.cli import main\n"
+            f"rc = main({argv!r})\n"
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+            "raise SystemExit(rc)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=files, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode in (0, 2), done.stderr
+    loaded = eval(done.stdout.strip().splitlines()[-1])
+    assert set(loaded) <= set(heavy_allowed), (argv, loaded)
+
+
+def test_example_run_config_runs(files, capsys):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "run_lasso.yaml"
+    code, out, err = call(capsys, "run", str(example), "--no-mlflow", "--set", "rounds=20",
+                          "--set", "eval_every=10")
+    assert code == 0 and "status: finished" in out and "round 20/20 (100%)" in err
+
+
+def test_progress_lines_rate_and_eta():
+    import io
+
+    from fco_ray.progress import Progress, duration
+
+    now = [100.0]
+    stream = io.StringIO()
+    progress = Progress(1000, ["f1"], label="fedmid lr=0.01", every=2.0, stream=stream,
+                        clock=lambda: now[0])
+    progress({"round": 0, "f1": 0.0, "train_loss": 9.0})         # shown: the first row
+    now[0] += 1.0
+    progress({"round": 100, "f1": 0.25})                         # within 2 s: not shown
+    now[0] += 1.5
+    progress({"round": 250, "f1": 0.5})                          # 250 rounds in 2.5 s
+    now[0] += 7.5
+    progress({"round": 1000, "f1": 0.75})                        # the last row: always shown
+    lines = stream.getvalue().splitlines()
+    assert lines == ["fedmid lr=0.01: round 0/1000 (0%), - rounds/s, ETA ?, f1=0",
+                     "fedmid lr=0.01: round 250/1000 (25%), 100 rounds/s, ETA 8 s, f1=0.5",
+                     "fedmid lr=0.01: round 1000/1000 (100%), 100 rounds/s, ETA 0 s, f1=0.75"]
+    assert [duration(s) for s in (5, 185, 7620)] == ["5 s", "3 min 05 s", "2 h 07 min"]
+
+
+def test_best_table_does_not_repeat_the_ranked_metric_as_score():
+    import pandas as pd
+
+    from fco_ray.cli import _best_table
+
+    best = pd.DataFrame([{"algorithm": "fedmid", "score": 0.9, "seeds": [0, 1], "run_ids": ["a", "b"],
+                          "algorithm.client_lr": 0.01, "algorithm.server_lr": 1.0, "f1": 0.9,
+                          "density": 0.1, "train_loss": 3.0}])
+    best.attrs.update(params=["algorithm.client_lr", "algorithm.server_lr"],
+                      metrics=["density", "f1", "train_loss"])
+    table = _best_table(best, "f1")
+    assert list(table.columns) == ["algorithm", "client_lr", "server_lr", "seeds", "f1", "density", "train_loss"]

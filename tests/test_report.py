@@ -7,6 +7,7 @@ algorithm whose best comes from the parent's `fco.best.*` tag and one recomputed
 import csv
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -174,8 +175,13 @@ def test_best_table_html_and_parent_artifacts(store, report):
         assert float(row["f1_std"]) == pytest.approx(np.std(finals, ddof=1))
 
     page = index.read_text()
-    assert page.count('src="data:image/png;base64,') == len(manifest["figures"]) == 5
-    assert "://" not in page  # self-contained
+    assert page.count('src="data:image/png;base64,') == len(manifest["figures"]) == 6
+    # self-contained: nothing loaded from elsewhere; its only URLs link to the MLflow UI
+    assert 'src="http' not in page and "@import" not in page
+    assert set(re.findall(r'href="([^"]*)"', page)) <= {
+        *(f"http://127.0.0.1:5000/#/experiments/{manifest['experiment_id']}/runs/{r}"
+          for r in [store["pid"], *store["runs"].values()]),
+        *re.findall(r'href="(http://127.0.0.1:5000/#/compare-runs[^"]*)"', page)}
     assert 'id="best-configs"' in page and "<th>f1 (ranked, max)</th>" in page
     assert '<td class="name">feddualavg</td><td>2</td><td>0.01</td><td>1</td>' in page
     assert "metric &#x27;precision&#x27;" in page  # dashboard metrics the sweep did not log
@@ -223,7 +229,7 @@ def test_attack_images_of_the_best_runs(store, tmp_path):
     assert [p.name for p in images] == ["feddualavg_attack.png", "fedmid_attack.png"]
     assert all(p.read_bytes() == attack.read_bytes() for p in images)
     page = index.read_text()
-    assert page.count("data:image/png;base64,") == 1 + 1 + 2  # curve, heatmap, two attacks
+    assert page.count("data:image/png;base64,") == 1 + 1 + 1 + 2  # curve, grid, heatmap, two attacks
     assert "logged no artifact &#x27;missing.png&#x27;" in page
 
 
@@ -252,7 +258,7 @@ def test_unknown_sweep_and_dashboard_errors(store, tmp_path):
     ({"heatmaps": [{"x": "algorithm.client_lr", "log": True}]}, r"unknown key 'heatmaps\.0\.log'; allowed keys here: \['log_color', 'metric', 'x', 'y'\]"),
     ({"metric": "f1"}, r"metric and mode go together"),
     ({"mode": "best", "metric": "f1"}, r"mode: Input should be 'min' or 'max' \(got 'best'\)"),
-    ({"name": "x"}, r"unknown key 'name'; allowed keys here: \['curves', 'heatmaps'"),
+    ({"name": "x"}, r"unknown key 'name'; allowed keys here: \['curves', 'grid_curves', 'heatmaps'"),
     ({"curves": "some"}, r"curves: Value error, must be all or a list of {metric: ...} mappings, got 'some'"),
 ])
 def test_bad_dashboards_name_the_key_and_value(tmp_path, body, message):
@@ -275,6 +281,91 @@ def test_shipped_dashboards_are_valid_and_cover_the_problems():
                               (None, "default")]:
         assert find_dashboard(None, problem).name == expected
     assert load_dashboard(Path(names["adversarial"])).images == ["attack.png"]
+
+
+def test_grid_curves_show_every_configuration_mean_over_seeds(store, report):
+    index, manifest = report
+    (grid,) = [f for f in manifest["figures"] if f["kind"] == "grid"]
+    assert grid["metric"] == "f1" and grid["png"] == "grid_f1.png"  # the tuning metric
+    data = json.loads((index.parent / grid["data"]).read_text())
+    client = store["client"]
+    for alg, panel in data["algorithms"].items():
+        assert panel["keys"] == ["algorithm.client_lr", "algorithm.server_lr"]
+        configs = panel["configurations"]
+        # every cell of the grid, sorted by client_lr then server_lr
+        assert [(c["params"]["algorithm.client_lr"], c["params"]["algorithm.server_lr"]) for c in configs] \
+            == [(c, s) for c in CLIENT_LRS for s in SERVER_LRS]
+        assert [c["params"] for c in configs if c["best"]] == [
+            {"algorithm.client_lr": 0.01 if alg == "feddualavg" else 0.001, "algorithm.server_lr": 1.0}]
+        for c in configs:
+            clr, slr = c["params"]["algorithm.client_lr"], c["params"]["algorithm.server_lr"]
+            runs = [store["runs"][(alg, clr, slr, seed)] for seed in SEEDS]
+            assert set(c["runs"]) == set(runs)
+            assert c["status"] == ("diverged" if diverged(alg, clr) else "finished")
+            per_seed = np.array([[history(client, r, "f1")[k] for k in c["rounds"]] for r in runs])
+            assert c["rounds"] == (ROUNDS[:2] if diverged(alg, clr) else ROUNDS)
+            np.testing.assert_allclose(c["mean"], per_seed.mean(axis=0), rtol=1e-12)
+
+
+def test_edge_of_grid_warnings(store, report):
+    """feddualavg's best (0.01, 1.0) is inside client_lr's range but at server_lr's top;
+    fedmid's best (0.001, 1.0) is at the bottom of client_lr and the top of server_lr."""
+    index, manifest = report
+    warnings = manifest["warnings"]
+    assert len(warnings) == 3
+    assert any(w.startswith("fedmid: the best client_lr = 0.001 is the smallest value searched (0.001 .. 0.1)")
+               and "extend search.grid.algorithm.client_lr" in w for w in warnings)
+    for alg in ("feddualavg", "fedmid"):
+        assert any(w.startswith(f"{alg}: the best server_lr = 1 is the largest value searched (0.3 .. 1)")
+                   and "may lie above it" in w for w in warnings)
+    assert not any(w.startswith("feddualavg: the best client_lr") for w in warnings)
+    page = index.read_text()
+    assert '<ul class="warnings" id="warnings">' in page and page.index("Warnings") < page.index("best-configs")
+
+
+def test_links_to_every_run_in_the_mlflow_ui(store, tmp_path, monkeypatch):
+    from fco_ray.report import ui_base
+
+    monkeypatch.delenv("FCO_RAY_MLFLOW_UI", raising=False)
+    assert ui_base("sqlite:///x.db") == "http://127.0.0.1:5000"
+    assert ui_base("http://mlflow.lab:8080/") == "http://mlflow.lab:8080"  # the server is the UI
+    monkeypatch.setenv("FCO_RAY_MLFLOW_UI", "http://ui.lab:5001")
+    assert ui_base("sqlite:///x.db") == "http://ui.lab:5001"
+    assert ui_base("sqlite:///x.db", "http://given:1/") == "http://given:1"
+    index = render_report("toy", tracking_uri=store["uri"], out_dir=tmp_path, dashboard="default",
+                          ui_url="http://given:1")
+    page = index.read_text()
+    exp = store["client"].get_run(store["pid"]).info.experiment_id
+    for run_id in [store["pid"], *store["runs"].values()]:  # the parent and every trial
+        assert f'href="http://given:1/#/experiments/{exp}/runs/{run_id}"' in page
+    # the trials table: one row per trial, ranked by the tuning metric within each algorithm
+    rows = re.findall(r'<tr><td class="name">([a-z]+)</td>.*?runs/([0-9a-f]{32})">open</a>', page)
+    assert len(rows) == len(store["runs"]) and len({r for _, r in rows}) == len(store["runs"])
+    fdavg = [r for alg, r in rows if alg == "feddualavg"]
+    finals = [history(store["client"], r, "f1")[ROUNDS[-1]] for r in fdavg]
+    assert finals == sorted(finals, reverse=True)
+    assert json.loads((tmp_path / "report.json").read_text())["mlflow_ui"] == "http://given:1"
+
+
+def test_rerendering_with_another_dashboard_leaves_no_stale_files(store, tmp_path):
+    out = tmp_path / "out"
+    (tmp_path / "mine.txt").write_text("not ours")
+    first = render_report("toy", tracking_uri=store["uri"], out_dir=out)  # lasso dashboard
+    assert (out / "curve_density.png").is_file()
+    dash = tmp_path / "small.yaml"
+    dash.write_text(yaml.safe_dump({"curves": [{"metric": "train_loss"}], "heatmaps": []}))
+    (out / "notes.txt").write_text("the user's own file")
+    again = render_report("toy", tracking_uri=store["uri"], out_dir=out, dashboard=dash)
+    assert again == first
+    manifest = json.loads((out / "report.json").read_text())
+    local = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert local == set(manifest["files"]) | {"notes.txt"}  # a file we did not write stays
+    assert "curve_density.png" not in local and "heatmap_f1.png" not in local
+    assert set(manifest["files"]) == {"index.html", "report.json", "best.csv", "curve_train_loss.png",
+                                      "curve_train_loss.json", "grid_f1.png", "grid_f1.json"}
+    stored = {f.path for f in store["client"].list_artifacts(store["pid"], "report")}
+    assert stored == {f"report/{f}" for f in manifest["files"]}  # the parent run's too
+    assert (tmp_path / "mine.txt").read_text() == "not ours"
 
 
 # --- a real sweep: fco-ray sweep renders the report at its end ---------------------------
@@ -350,6 +441,61 @@ def test_real_sweep_report_matches_mlflow(real_sweep):
                     assert grid["value"][0][j] == pytest.approx(np.mean(finals), rel=1e-12)
     stored = {f.path for f in client.list_artifacts(parent.info.run_id, "report")}
     assert {"report/index.html", "report/curve_f1.png", "report/heatmap_f1.png"} <= stored
+
+
+@pytest.mark.ray
+def test_real_sweep_child_runs_carry_names_summaries_and_models(real_sweep, tmp_path):
+    """What the MLflow UI shows of each trial: a readable name, final.* / best.* summary
+    metrics (the runs table's columns), the final model as model.npz; the experiment opens
+    in the model-training view."""
+    import fco_ray
+    from fco_ray.tracking import flatten
+
+    outcome = real_sweep["outcome"]
+    client = MlflowClient(tracking_uri=real_sweep["uri"])
+    assert client.get_experiment(outcome.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+    runs = client.search_runs([outcome.experiment_id], f"tags.`mlflow.parentRunId` = '{outcome.parent_run_id}'")
+    assert len(runs) == 8
+    for r in runs:
+        p = r.data.params
+        alg, clr, slr, seed = p["algorithm.name"], float(p["algorithm.client_lr"]), float(p["algorithm.server_lr"]), int(p["seed"])
+        assert r.info.run_name == f"{alg} lr={clr:.3g} slr={slr:.3g} seed{seed}"
+        f1 = [m.value for m in sorted(client.get_metric_history(r.info.run_id, "f1"), key=lambda m: m.step)]
+        artifacts = {f.path for f in client.list_artifacts(r.info.run_id)}
+        if r.data.tags["fco.status"] == "diverged":
+            assert "model.npz" not in artifacts  # no finite model to keep
+            continue
+        assert r.data.metrics["final.f1"] == f1[-1] and r.data.metrics["best.f1"] == max(f1)
+        loss = [m.value for m in client.get_metric_history(r.info.run_id, "train_loss")]
+        assert r.data.metrics["best.train_loss"] == min(loss)
+        assert artifacts == {"model.npz"}
+        config = {**REAL_SWEEP["problem"]}
+        _, expected = fco_ray.run({"problem": config, "algorithm": {**REAL_SWEEP["algorithm"], "name": alg,
+                                                                    "client_lr": clr, "server_lr": slr},
+                                   "rounds": REAL_SWEEP["rounds"], "eval_every": REAL_SWEEP["eval_every"],
+                                   "seed": seed}, return_model=True)
+        path = client.download_artifacts(r.info.run_id, "model.npz", str(tmp_path))
+        with np.load(path, allow_pickle=False) as saved:
+            assert set(saved.files) == set(expected)
+            for k in expected:
+                np.testing.assert_array_equal(saved[k], expected[k])
+    assert flatten({"a": {"b": 1}}) == {"a.b": 1}
+
+
+def test_e6_trial_artifacts_hold_the_model_and_the_attack_image(tmp_path):
+    import fco_ray
+    from fco_ray.api import resolve
+    from fco_ray.artifacts import trial_artifacts
+
+    config = {"problem": {"name": "adversarial", "clients": 10}, "rounds": 5, "eval_every": 5,
+              "algorithm": {"name": "feddualex", "client_lr": 0.05, "clients_per_round": 5}}
+    df, model = fco_ray.run(config, return_model=True)
+    written = trial_artifacts(resolve(config), model, tmp_path)
+    assert [p.name for p in written] == ["model.npz", "attack.png"]
+    assert (tmp_path / "attack.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with np.load(tmp_path / "model.npz", allow_pickle=False) as saved:
+        np.testing.assert_array_equal(saved["delta"], model["delta"])
+        assert saved["delta"].shape == (64,)
 
 
 @pytest.mark.ray

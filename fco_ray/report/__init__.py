@@ -6,11 +6,18 @@ the artifact folder `report/`:
 
 - `curve_<metric>.png` + `.json`: per algorithm, its best configuration's metric vs round,
   mean +- std over seeds (the JSON holds every plotted number and each seed's series);
+- `grid_<metric>.png` + `.json`: the same metric for every configuration of the grid, one
+  panel per algorithm, the best configuration highlighted;
 - `heatmap_<metric>.png` + `.json`: final metric, mean over seeds, over the client_lr x
   server_lr grid; cells whose trials did not all finish are hatched and say why;
 - `best.csv`: the best configuration of each algorithm, final metrics mean and std;
 - `images/<algorithm>_<name>`: image artifacts of the best runs (e.g. the adversarial attack);
-- `report.json` (what was drawn from where) and `index.html` (all of it, self-contained).
+- `report.json` (what was drawn from where, warnings, the files written) and `index.html`
+  (all of it, self-contained, with links to every run in the MLflow UI).
+
+The page warns when an algorithm's best configuration takes the smallest or largest value of
+a searched grid axis. Rendering again replaces the previous rendering's files, locally and in
+the parent run's `report/` artifacts (no stale figures of another dashboard).
 
 What is plotted comes from a dashboard (`dashboards/*.yaml`, see `dashboard.py`).
 """
@@ -29,12 +36,14 @@ import pandas as pd
 from ..config import ConfigError
 from .dashboard import Curve, Dashboard, Heatmap, available, find_dashboard, load_dashboard
 from .data import SweepData, grid_cells, load_sweep
-from .figures import colors, curve_figure, heatmap_figure, save
+from .figures import colors, curve_figure, grid_figure, heatmap_figure, save
+from .grid import MAX_GRID_VALUES, configurations, edge_warnings
+from ..tracking import DEFAULT_UI, compare_url, run_url, ui_base
 from .page import render_page
 
 ARTIFACT_DIR = "report"
+FIXED_FILES = ("index.html", "report.json", "best.csv")
 log = logging.getLogger(__name__)
-MAX_GRID_VALUES = 15  # more distinct values on a heatmap axis: a random search, not a grid
 
 
 def _slug(text: str) -> str:
@@ -69,10 +78,10 @@ def _best_table(best: dict[str, pd.DataFrame], params: list[str], table_metrics:
     return pd.DataFrame(rows)
 
 
-def _display(table: pd.DataFrame, table_metrics: list[str], ranked: str,
-             mode: str) -> tuple[list[str], list[list[str]]]:
+def _display(table: pd.DataFrame, table_metrics: list[str], ranked: str, mode: str,
+             links: dict[str, str]) -> tuple[list[str], list[list]]:
     """The HTML table: `mean ± std` per table metric, the ranking metric's header says so;
-    run ids are left to best.csv."""
+    the last column links each seed's run in the MLflow UI (`links`: run id -> URL)."""
     columns = [c for c in table.columns
                if c != "run_ids" and not (c.endswith("_std") and c[:-4] in table_metrics)]
 
@@ -80,8 +89,25 @@ def _display(table: pd.DataFrame, table_metrics: list[str], ranked: str,
         if c in table_metrics and pd.notna(row[f"{c}_std"]):
             return f"{_fmt(row[c])} ± {_fmt(row[c + '_std'])}"
         return _fmt(row[c])
-    headers = [f"{c} (ranked, {mode})" if c == ranked else c for c in columns]
-    return headers, [[cell(row, c) for c in columns] for _, row in table.iterrows()]
+    headers = [f"{c} (ranked, {mode})" if c == ranked else c for c in columns] + ["MLflow runs"]
+    rows = [[cell(row, c) for c in columns]
+            + [[(f"run {k + 1}", links[r]) for k, r in enumerate(row["run_ids"].split())]]
+            for _, row in table.iterrows()]
+    return headers, rows
+
+
+def _trials_table(data: SweepData, metric: str, mode: str, links: dict[str, str]) -> tuple[list[str], list[list]]:
+    """Every trial: algorithm, searched values, seed, status, final ranked metric, its run."""
+    trials, params = data.trials, [p for p in data.params() if p != "algorithm.name"]
+    if trials.empty:
+        return [], []
+    order = ["algorithm", metric] if metric in trials else ["algorithm"]
+    trials = trials.sort_values(order, ascending=[True, mode == "min"][:len(order)], na_position="last")
+    columns = ["algorithm", *params, *(["seed"] if "seed" in trials else []), "status",
+               *([metric] if metric in trials else [])]
+    rows = [[_fmt(row[c]) for c in columns] + [[("open", links[row["run_id"]])]]
+            for _, row in trials.iterrows()]
+    return [c.split(".")[-1] if c.startswith("algorithm.") else c for c in columns] + ["MLflow run"], rows
 
 
 class _Stage:
@@ -91,7 +117,8 @@ class _Stage:
 
     def __init__(self, path: Path):
         self.path, self.figures, self.notes = path, [], []
-        self.shown: dict[str, list[tuple[Path, str, str]]] = {"curve": [], "heatmap": [], "image": []}
+        self.shown: dict[str, list[tuple[Path, str, str]]] = {"curve": [], "grid": [], "heatmap": [],
+                                                              "image": []}
 
     def figure(self, kind: str, fig, payload: dict, caption: str) -> None:
         stem = f"{kind}_{_slug(payload['metric'])}"
@@ -125,6 +152,37 @@ def _draw_curves(data: SweepData, curves: list[Curve], best: dict[str, pd.DataFr
             fig, payload = curve_figure(curve, series, seeds, palette)
             stage.figure("curve", fig, payload,
                          f"{curve.metric}: best configuration per algorithm, mean ± std over seeds")
+
+
+def _draw_grid_curves(data: SweepData, curves: list[Curve], best: dict[str, pd.DataFrame],
+                      stage: _Stage, dashboard: str) -> None:
+    """Every configuration's curve, per algorithm (`figures.grid_figure`)."""
+    logged = data.trials.attrs.get("metrics", [])
+    if data.trials.empty:
+        return
+    seeds = ({r: int(s) for r, s in zip(data.trials["run_id"], data.trials["seed"]) if pd.notna(s)}
+             if "seed" in data.trials else {})
+    best_runs = {alg: set(g["run_id"]) for alg, g in best.items()}
+    for curve in curves:
+        if curve.metric not in logged:
+            stage.notes.append(f"metric {curve.metric!r} (grid curves, dashboard {dashboard}) was "
+                               "not logged by this sweep")
+            continue
+        panels = {}
+        for alg in sorted(data.trials["algorithm"].dropna().unique()):
+            configs = []
+            for config in configurations(data, alg):
+                series = {r: data.history(r, curve.metric) for r in config["run_ids"]}
+                series = {r: s for r, s in series.items() if len(s)}
+                if series:
+                    configs.append({**config, "series": series,
+                                    "best": set(config["run_ids"]) == best_runs.get(alg)})
+            if configs:
+                panels[alg] = configs
+        if panels:
+            fig, payload = grid_figure(curve, panels, seeds)
+            stage.figure("grid", fig, payload, f"{curve.metric}: every configuration of the grid, "
+                                               "mean over seeds; black: the best configuration")
 
 
 def _draw_heatmaps(data: SweepData, heatmaps: list[Heatmap], metric: str, mode: str,
@@ -168,12 +226,13 @@ def _copy_images(data: SweepData, best: dict[str, pd.DataFrame], names: list[str
 
 
 def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Path | None = None,
-                  dashboard: str | Path | None = None) -> Path:
+                  dashboard: str | Path | None = None, ui_url: str | None = None) -> Path:
     """Render sweep `sweep` (name or parent run id) and return the path of its `index.html`.
 
     `dashboard`: a name in `dashboards/` or a path; default the sweep file's `report` key,
-    else the dashboard listing the sweep's problem, else `default`. Raises `ConfigError` for
-    an unknown sweep or dashboard, or a sweep without a tuning metric."""
+    else the dashboard listing the sweep's problem, else `default`. `ui_url`: the MLflow UI
+    the page links runs to (see `ui_base`). Raises `ConfigError` for an unknown sweep or
+    dashboard, or a sweep without a tuning metric."""
     data = load_sweep(sweep, tracking_uri)
     choice = dashboard if dashboard is not None else data.sweep.get("report")
     if choice is not None and not isinstance(choice, (str, Path, bool)):
@@ -184,45 +243,103 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
     trials, logged = data.trials, data.trials.attrs.get("metrics", [])
     best = data.best_groups(metric, mode) if len(trials) else {}
     curves = _curves(dash, logged, metric)
+    grid_curves = (list(dash.grid_curves) if dash.grid_curves is not None
+                   else [next((c for c in curves if c.metric == metric), Curve(metric=metric))])
     listed = dash.table if dash.table is not None else [c.metric for c in curves]
     table_metrics = [m for m in dict.fromkeys([metric, *listed]) if m in logged]  # ranked first
     table = _best_table(best, data.params(), table_metrics)
     out = Path(out_dir) if out_dir is not None else Path.cwd() / "reports" / _slug(data.name)
+    base = ui_base(data.client.tracking_uri, ui_url)
+    experiment_id = data.parent.info.experiment_id
+    links = {r: run_url(base, experiment_id, r) for r in trials.get("run_id", [])}
+    warnings = edge_warnings(data, best)
 
     with tempfile.TemporaryDirectory() as tmp:
         stage = _Stage(Path(tmp))
         palette = colors(list(trials["algorithm"].unique()) if len(trials) else [])
         _draw_curves(data, curves, best, palette, stage, dash.name)
+        _draw_grid_curves(data, grid_curves, best, stage, dash.name)
         _draw_heatmaps(data, dash.heatmaps, metric, mode, stage)
         _copy_images(data, best, dash.images, stage)
         table.to_csv(stage.path / "best.csv", index=False)
+        files = sorted([*FIXED_FILES, *(str(f.relative_to(stage.path)) for f in stage.path.rglob("*")
+                                        if f.is_file() and f.name not in FIXED_FILES)])
         (stage.path / "report.json").write_text(json.dumps({
             "sweep": data.name, "parent_run_id": data.run_id, "experiment": data.experiment,
-            "tracking_uri": data.client.tracking_uri, "dashboard": dash.name, "metric": metric,
-            "mode": mode, "figures": stage.figures, "table": "best.csv", "notes": stage.notes}, indent=1))
+            "experiment_id": experiment_id, "tracking_uri": data.client.tracking_uri,
+            "mlflow_ui": base, "dashboard": dash.name, "metric": metric, "mode": mode,
+            "figures": stage.figures, "table": "best.csv", "warnings": warnings,
+            "notes": stage.notes, "files": files}, indent=1))
 
         status = trials["status"].value_counts().to_dict() if len(trials) else {}
-        summary = {"sweep": data.name, "experiment": data.experiment, "parent run": data.run_id,
+        best_ids = [r for g in best.values() for r in g["run_id"]]
+        summary = {"sweep": data.name, "experiment": data.experiment,
+                   "parent run": [(data.run_id, run_url(base, experiment_id, data.run_id))],
                    "problem": str(data.problem), "ranked by": f"{metric} ({mode}), mean final value over seeds",
                    "trials": ", ".join(f"{n} {s}" for s, n in sorted(status.items())) or "none",
                    "dashboard": dash.name,
                    "rendered": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+        if best_ids:
+            summary["MLflow compare"] = [("the best runs side by side", compare_url(base, experiment_id, best_ids))]
         page = render_page(dash.title or f"Sweep {data.name}", summary,
-                           _display(table, table_metrics, metric, mode),
+                           _display(table, table_metrics, metric, mode, links),
                            [("Metric vs round", "curve", stage.shown["curve"]),
+                            ("Every configuration of the grid", "grid", stage.shown["grid"]),
                             ("Final metric over the learning-rate grid", "heatmap", stage.shown["heatmap"]),
-                            ("Images", "image", stage.shown["image"])], stage.notes)
+                            ("Images", "image", stage.shown["image"])], stage.notes,
+                           warnings=warnings, trials=_trials_table(data, metric, mode, links))
         (stage.path / "index.html").write_text(page)
 
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(stage.path, out, dirs_exist_ok=True)
-        data.client.log_artifacts(data.run_id, str(stage.path), ARTIFACT_DIR)
+        _replace_local(stage.path, out)
+        _replace_artifacts(data, stage.path)
     return out / "index.html"
+
+
+def _previous_files(out: Path) -> list[str]:
+    """The files an earlier rendering wrote to `out` (from its report.json), else none: a
+    folder we did not write is never cleaned."""
+    try:
+        manifest = json.loads((out / "report.json").read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(manifest, dict) or "parent_run_id" not in manifest:
+        return []
+    listed = manifest.get("files")
+    if listed is None:  # written before report.json listed its files
+        listed = [*FIXED_FILES, *(v for f in manifest.get("figures", []) for k, v in f.items()
+                                  if k in ("png", "data"))]
+    return [f for f in listed if isinstance(f, str) and ".." not in Path(f).parts]
+
+
+def _replace_local(stage: Path, out: Path) -> None:
+    """Copy this rendering to `out`, first removing what an earlier rendering put there."""
+    for name in _previous_files(out):
+        (out / name).unlink(missing_ok=True)
+    images = out / "images"
+    if images.is_dir() and not any(images.iterdir()):
+        images.rmdir()
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(stage, out, dirs_exist_ok=True)
+
+
+def _replace_artifacts(data: SweepData, stage: Path) -> None:
+    """The parent run's `report/` artifacts become exactly this rendering's files: the old
+    folder is deleted first (local and `mlflow-artifacts` stores can; for a store that
+    cannot, stale files are kept and a warning says so)."""
+    client = data.client
+    if client.list_artifacts(data.run_id, ARTIFACT_DIR):
+        try:
+            client._tracking_client._get_artifact_repo(data.run_id).delete_artifacts(ARTIFACT_DIR)
+        except Exception as e:  # noqa: BLE001 - S3, GCS, ...: whatever they raise, keep going
+            log.warning("could not delete the parent run's old %s/ artifacts (%s: %s); files of an "
+                        "earlier rendering may remain there", ARTIFACT_DIR, type(e).__name__, e)
+    client.log_artifacts(data.run_id, str(stage), ARTIFACT_DIR)
 
 
 def report_after_sweep(parent_run_id: str, tracking_uri: str, echo=print) -> Path | None:
     """The report at the end of `fco-ray sweep`. The sweep's results are already in MLflow, so
-    a failure here is a logged warning, never an error: rerun `fco-ray report` later."""
+    a failure here is a logged warning, never an error: rerun `fco-ray report` later. The
+    report's warnings (e.g. a best configuration on the edge of the grid) are echoed."""
     try:
         index = render_report(parent_run_id, tracking_uri=tracking_uri)
     except Exception as e:  # noqa: BLE001 - see the docstring
@@ -231,8 +348,10 @@ def report_after_sweep(parent_run_id: str, tracking_uri: str, echo=print) -> Pat
                     tracking_uri)
         return None
     echo(f"report: {index} (also attached to the parent run under {ARTIFACT_DIR}/)")
+    for warning in json.loads((index.parent / "report.json").read_text()).get("warnings", []):
+        echo(f"warning: {warning}")
     return index
 
 
-__all__ = ["ARTIFACT_DIR", "Curve", "Dashboard", "Heatmap", "available", "find_dashboard",
-           "load_dashboard", "load_sweep", "render_report", "report_after_sweep"]
+__all__ = ["ARTIFACT_DIR", "DEFAULT_UI", "Curve", "Dashboard", "Heatmap", "available", "find_dashboard",
+           "load_dashboard", "load_sweep", "render_report", "report_after_sweep", "run_url", "ui_base"]

@@ -65,6 +65,9 @@ class Dashboard(_Strict):
     metric: str | None = Field(None, description="ranking metric if the sweep recorded none")
     mode: Literal["min", "max"] | None = None
     curves: list[Curve] | None = Field(None, description="all (null): every logged metric")
+    grid_curves: list[Curve] | None = Field(
+        None, description="metrics drawn for every configuration of the grid (one panel per "
+                          "algorithm, one line per configuration); default: the tuning metric")
     heatmaps: list[Heatmap] = Field(default_factory=lambda: [Heatmap()])
     table: list[str] | None = Field(None, description="metrics in the best-configuration table "
                                                       "(default: the curves' metrics)")
@@ -93,7 +96,7 @@ class Dashboard(_Strict):
         return self
 
 
-SECTIONS = {"curves": Curve, "heatmaps": Heatmap}  # where a nested key's allowed keys come from
+SECTIONS = {"curves": Curve, "grid_curves": Curve, "heatmaps": Heatmap}  # where a nested key's allowed keys come from
 
 
 def dashboard_dirs() -> list[Path]:

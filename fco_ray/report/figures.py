@@ -97,6 +97,121 @@ def curve_figure(curve: Curve, best: dict[str, dict[str, pd.Series]], seeds: dic
     return fig, data
 
 
+LINESTYLES = [("-", None), ("--", None), (":", None), ("-.", None), ("-", "o"), ("--", "s"),
+              (":", "^"), ("-.", "v")]
+BEST_COLOR = "#000000"
+
+
+def _values_of(configs: list[dict], position: int) -> list:
+    keys = list(configs[0]["params"]) if configs else []
+    if position >= len(keys):
+        return []
+    return _sorted_values(pd.Series([c["params"][keys[position]] for c in configs]))
+
+
+def grid_figure(curve: Curve, panels: dict[str, list[dict]], seeds: dict[str, int]) -> tuple[Figure, dict]:
+    """`curve.metric` vs round for every configuration of the grid: one panel per algorithm,
+    one line per configuration (mean over its seeds), its best configuration drawn thick in
+    black. Colour encodes the first searched parameter (e.g. client_lr), line style the second
+    (e.g. server_lr). `panels[alg]` is a list of configurations: `params`, `status`, `best`
+    and `series` (run id -> that run's series). The y range and the log decision come from
+    the finished configurations (a diverging one can reach 1e30 before it stops)."""
+    from matplotlib import colormaps
+
+    from matplotlib import colormaps
+    from matplotlib.lines import Line2D
+
+    cols = min(max(len(panels), 1), 2)
+    rows = max(1, math.ceil(len(panels) / cols))
+    # each panel has its legend to its right: column = left margin + axes + legend
+    pw, ph, left, bottom, top, legend = 3.9, 2.9, 0.85, 0.55, 0.35, 1.75
+    column = left + pw + legend
+    width, height = cols * column, rows * (ph + bottom + top)
+    fig = _figure(width, height)
+    data = {"metric": curve.metric, "algorithms": {}}
+    finished_values = []
+    stats = {}
+    for alg, configs in panels.items():
+        for k, config in enumerate(configs):
+            s = seed_stats(config["series"])
+            stats[(alg, k)] = s
+            if config["status"] == "finished":
+                finished_values.append(s["mean"].to_numpy())
+    finished = np.concatenate(finished_values) if finished_values else np.array([])
+    finished = finished[np.isfinite(finished)]
+    log_y = _log_scale(curve, finished) if finished.size else False
+    if log_y:
+        finished = finished[finished > 0]
+    for k, (alg, configs) in enumerate(sorted(panels.items())):
+        ax = _inches(fig, (k % cols) * column + left, height - (k // cols + 1) * (ph + bottom + top) + bottom,
+                     pw, ph)
+        keys = list(configs[0]["params"]) if configs else []
+        colour_values, style_values = _values_of(configs, 0), _values_of(configs, 1)
+        cmap = colormaps["viridis"]
+        shade = {v: cmap(0.9 * i / max(len(colour_values) - 1, 1)) for i, v in enumerate(colour_values)}
+        style = {v: LINESTYLES[i % len(LINESTYLES)] for i, v in enumerate(style_values)}
+        entries = []
+        for j, config in enumerate(configs):
+            s = stats[(alg, j)]
+            rounds, mean = s.index.to_numpy(), s["mean"].to_numpy()
+            values = list(config["params"].values())
+            if config["best"]:
+                ax.plot(rounds, mean, color=BEST_COLOR, lw=2.6, zorder=5)
+            else:
+                ls, marker = style.get(values[1], ("-", None)) if len(values) > 1 else ("-", None)
+                colour = shade.get(values[0], "#777777") if values else "#777777"
+                ax.plot(rounds, mean, color=colour, ls=ls, marker=marker, markersize=3, lw=1.1, alpha=0.85)
+                if config["status"] != "finished" and len(rounds):  # where it stopped
+                    ax.plot(rounds[-1:], mean[-1:], color=colour, marker="x", markersize=6, ls="none")
+            entries.append({"params": {p: _json_value(v) for p, v in config["params"].items()},
+                            "status": config["status"], "best": bool(config["best"]),
+                            "rounds": [int(r) for r in rounds], "mean": _nums(mean),
+                            "runs": {run: {"seed": seeds.get(run), "rounds": [int(r) for r in ser.index],
+                                           "values": _nums(ser.to_numpy())}
+                                     for run, ser in config["series"].items()}})
+        data["algorithms"][alg] = {"keys": keys, "configurations": entries}
+        if log_y:
+            ax.set_yscale("log")
+        if curve.log_x:
+            ax.set_xscale("symlog", linthresh=1)
+        if curve.ylim is not None:
+            ax.set_ylim(*curve.ylim)
+        elif finished.size:
+            low, high = float(finished.min()), float(finished.max())
+            if log_y:
+                ax.set_ylim(low / 1.5, high * 1.5)
+            else:
+                pad = 0.05 * (high - low) or 0.05 * abs(high) or 0.05
+                ax.set_ylim(low - pad, high + pad)
+        ax.set_title(alg, fontsize=9)
+        ax.set_xlabel("communication round")
+        ax.set_ylabel(curve.label or curve.metric)
+        ax.grid(True, which="major", alpha=0.3)
+        # the legend: the best configuration, colours (first key), styles (second key)
+        best_params = next((c["params"] for c in configs if c["best"]), None)
+        handles = [] if best_params is None else [Line2D([], [], color=BEST_COLOR, lw=2.6, label="best:\n" + "\n".join(
+            f"{p.split('.')[-1]}={_tick(v)}" for p, v in best_params.items()))]
+        if keys:
+            handles += [Line2D([], [], color=shade[v], lw=1.5, label=f"{keys[0].split('.')[-1]}={_tick(v)}")
+                        for v in colour_values]
+        if len(keys) > 1:
+            handles += [Line2D([], [], color="#555555", ls=style[v][0], marker=style[v][1], markersize=3,
+                               lw=1.1, label=f"{keys[1].split('.')[-1]}={_tick(v)}") for v in style_values]
+        if any(c["status"] != "finished" for c in configs):
+            handles.append(Line2D([], [], color="#555555", marker="x", ls="none", label="not finished"))
+        ax.legend(handles=handles, fontsize=6.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    data.update(log_y=bool(log_y), log_x=curve.log_x)
+    return fig, data
+
+
+def _json_value(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        return float(v)
+    return v
+
+
 def _tick(v) -> str:
     return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
 

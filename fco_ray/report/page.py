@@ -1,6 +1,8 @@
 """One self-contained HTML page per sweep: figures embedded as base64 PNG, inline CSS, no
-scripts and no external URLs (it opens from disk, from the MLflow UI's artifact view, or
-from any static file server)."""
+scripts and nothing loaded from elsewhere (it opens from disk, from the MLflow UI's artifact
+view, or from any static file server); its only URLs are links to the runs in the MLflow UI.
+
+Table cells are text, or a list of `(text, href)` links."""
 from __future__ import annotations
 
 import base64
@@ -19,7 +21,12 @@ th { background: #f3f3f3; } td.name { text-align: left; font-weight: bold; }
 figure { margin: 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figure.curve { flex: 0 1 calc(50% - 6px); } figure.curve img { width: 100%; }
 figcaption { font-size: 0.85em; color: #555; }
+figure.grid { flex: 0 1 100%; }
+ul.warnings { background: #fff4e5; border: 1px solid #f0b45b; padding: 8px 8px 8px 28px; }
+td a { margin-right: 6px; } td.text { text-align: left; }
 """
+
+Cell = str | list[tuple[str, str]]
 
 
 def _embedded(png: Path, alt: str, caption: str, css_class: str) -> str:
@@ -28,27 +35,42 @@ def _embedded(png: Path, alt: str, caption: str, css_class: str) -> str:
             f'src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)}</figcaption></figure>')
 
 
-def _table(columns: list[str], rows: list[list[str]]) -> str:
-    """The best-configuration table; the first column (the algorithm) is a row header."""
+def _cell(value: Cell) -> str:
+    if isinstance(value, str):
+        return html.escape(value)
+    return "".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a>' for text, href in value)
+
+
+def _table(table_id: str, columns: list[str], rows: list[list[Cell]]) -> str:
+    """A table whose first column (the algorithm) is a row header."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join(f'<tr><td class="name">{html.escape(row[0])}</td>'
-                   + "".join(f"<td>{html.escape(v)}</td>" for v in row[1:]) + "</tr>" for row in rows)
-    return f'<table id="best-configs"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    body = "".join(f'<tr><td class="name">{_cell(row[0])}</td>'
+                   + "".join(f"<td>{_cell(v)}</td>" for v in row[1:]) + "</tr>" for row in rows)
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def render_page(title: str, summary: dict[str, str], table: tuple[list[str], list[list[str]]],
-                sections: list[tuple[str, str, list[tuple[Path, str, str]]]], notes: list[str]) -> str:
-    """`sections`: (heading, css class, [(png, alt, caption)]) in page order."""
+def render_page(title: str, summary: dict[str, Cell], table: tuple[list[str], list[list[Cell]]],
+                sections: list[tuple[str, str, list[tuple[Path, str, str]]]], notes: list[str],
+                warnings: list[str] = (), trials: tuple[list[str], list[list[Cell]]] | None = None) -> str:
+    """`sections`: (heading, css class, [(png, alt, caption)]) in page order; `warnings` are
+    shown above the best table, `trials` (every trial with its MLflow link) at the end."""
     parts = [f"<h1>{html.escape(title)}</h1>", '<dl class="summary">']
-    parts += [f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in summary.items()]
-    parts.append("</dl><h2>Best configurations</h2>")
+    parts += [f"<dt>{html.escape(k)}</dt><dd>{_cell(v)}</dd>" for k, v in summary.items()]
+    parts.append("</dl>")
+    if warnings:
+        parts.append('<h2>Warnings</h2><ul class="warnings" id="warnings">'
+                     + "".join(f"<li>{html.escape(w)}</li>" for w in warnings) + "</ul>")
+    parts.append("<h2>Best configurations</h2>")
     columns, rows = table
-    parts.append(_table(columns, rows) if rows else "<p>No algorithm has a finished configuration.</p>")
+    parts.append(_table("best-configs", columns, rows) if rows
+                 else "<p>No algorithm has a finished configuration.</p>")
     for heading, css_class, figures in sections:
         if figures:
             parts.append(f"<h2>{html.escape(heading)}</h2><div class=\"figures\">")
             parts += [_embedded(png, alt, caption, css_class) for png, alt, caption in figures]
             parts.append("</div>")
+    if trials is not None and trials[1]:
+        parts.append("<h2>All trials</h2>" + _table("trials", *trials))
     if notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -1,6 +1,8 @@
 """MLflow logging of a sweep from the Tune driver: one child run per trial under the
-sweep's parent run (SQLite is then written by this one process only), plus one progress
-line per ended trial.
+sweep's parent run (SQLite is then written by this one process only), with the trial's
+artifacts (model.npz, attack.png) from its final checkpoint; progress in the terminal:
+one line per ended trial and, every `PROGRESS_SECONDS`, one per running trial (round,
+rounds/s, ETA, the tuning metric).
 
 The callback is rebuilt from plain data whenever Tune pickles and restores it (Tune keeps
 its RunConfig, callbacks included, with the experiment state), so a sweep resumed with
@@ -8,6 +10,8 @@ its RunConfig, callbacks included, with the experiment state), so a sweep resume
 """
 from __future__ import annotations
 
+import json
+import time
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -15,13 +19,19 @@ from typing import Callable
 from ray import tune
 from ray.tune.result import AUTO_RESULT_KEYS
 
-from ..tracking import Store, SweepLog, TrackingUnavailable
-from .schema import Sweep
+from ..progress import progress_text
+from ..checkpoint import FILE as STATE_FILE
+from ..tracking import Store, SweepLog, TrackingUnavailable, run_label
+from .schema import FIXED_POINT_KEYS, Sweep
+from .trainable import member_key
+
+PROGRESS_SECONDS = 10.0  # how often running trials are shown (a fast trial ends before)
 
 
 def metrics_row(result: dict) -> dict:
     """The engine's metrics row inside a Tune result (without Tune's bookkeeping)."""
-    skip = set(AUTO_RESULT_KEYS) | {"status", "replayed"}  # replayed: a restored trial's rows
+    # members / ended: a fused group's rows; replayed: rows a restored trial reports again
+    skip = set(AUTO_RESULT_KEYS) | {"status", "members", "ended", "replayed"}
     return {k: v for k, v in result.items() if k not in skip}
 
 
@@ -42,6 +52,8 @@ class MLflowLogger(tune.Callback):
         self.store_error: Exception | None = None
         self.skipped: set[str] = set()
         self.completed = 0
+        self.running: dict[str, dict] = {}  # trial id -> label, first seen (time, round), last row
+        self.shown = time.monotonic()
 
     def __reduce__(self):
         # pickled by Tune with the experiment: only the plain data, never the live store
@@ -66,40 +78,106 @@ class MLflowLogger(tune.Callback):
                                       f"{type(self.store_error).__name__}: {self.store_error}")
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        if trial.trial_id not in self.skipped:
-            point = self.sweep.point_of(trial.config)
-            config = self.sweep.run_config(point).model_dump(mode="json")
-            self._write(self.log.start, trial.trial_id, config, str(trial))
+        points = self.sweep.members_of(trial.config)
+        keys = [member_key(trial.trial_id, j, len(points)) for j in range(len(points))]
+        configs = [self.sweep.run_config(p).model_dump(mode="json") for p in points]
+        labels = [run_label(c, [k for k in p if k not in FIXED_POINT_KEYS])
+                  for c, p in zip(configs, points)]
+        open_keys = [k for k in keys if k not in self.skipped]
+        self.running[trial.trial_id] = {
+            "keys": keys, "labels": labels, "open": set(open_keys), "last": {},
+            "label": labels[0] + (f" (+{len(points) - 1} fused)" if len(points) > 1 else ""),
+            "rounds": configs[0]["rounds"], "start": None, "row": None}
+        for key, config, label in zip(keys, configs, labels):
+            if key in open_keys:
+                self._write(self.log.start, key, config, label)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        if result.get("status") in ("running", "finished"):
-            self._write(self.log.add_row, trial.trial_id, metrics_row(result))
+        state = self.running.get(trial.trial_id)
+        if state is None or result.get("status") not in ("running", "finished"):
+            return
+        if "members" in result:
+            rows = {int(j): row for j, row in json.loads(result["members"]).items()}
+            ended = json.loads(result.get("ended", "[]"))
+        else:
+            rows, ended = {0: metrics_row(result)}, []
+        for j, row in rows.items():
+            state["last"][j] = row
+            if state["keys"][j] in state["open"]:
+                self._write(self.log.add_row, state["keys"][j], row)
+        for j in ended:
+            self._close(trial, j, "diverged")
+        if rows:
+            self._progress(trial.trial_id, {**next(iter(rows.values())),
+                                            **{k: result[k] for k in (self.sweep.metric,) if k in result}})
+
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        # the final report of a finished trial: its artifacts (trainable.train_trial)
+        state = self.running.get(trial.trial_id)
+        if state is None:
+            return
+        with checkpoint.as_directory() as folder:
+            if (Path(folder) / STATE_FILE).is_file():
+                return  # a state checkpoint for reruns (fco_ray.checkpoint), no artifacts
+            for j, key in enumerate(state["keys"]):
+                where = Path(folder) / str(j) if len(state["keys"]) > 1 else Path(folder)
+                if key in state["open"] and where.is_dir():
+                    self._write(self.log.log_artifacts, key, str(where))
+
+    def _progress(self, trial_id: str, row: dict) -> None:
+        """Every PROGRESS_SECONDS, one line per running trial: where it is and how fast."""
+        state = self.running.get(trial_id)
+        if state is None:
+            return
+        now = time.monotonic()
+        if state["start"] is None or row["round"] < state["start"][1]:  # first row, or a rerun
+            state["start"] = (now, row["round"])
+        state["row"], state["now"] = row, now
+        if now - self.shown < PROGRESS_SECONDS:
+            return
+        self.shown = now
+        for s in self.running.values():
+            if s["row"] is not None and s["row"]["round"] < s["rounds"]:
+                metric = {self.sweep.metric: s["row"][self.sweep.metric]} if self.sweep.metric in s["row"] else {}
+                self.echo("  " + progress_text(s["label"], s["row"]["round"], s["rounds"],
+                                               s["now"] - s["start"][0], s["start"][1], metric))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        if trial.trial_id in self.skipped:
-            return
         result = trial.last_result or {}
         status = result.get("status", "stopped")
         status = "stopped" if status == "running" else status  # stopped early by the scheduler
-        self._write(self.log.end, trial.trial_id, status)
-        value = result.get(self.sweep.metric, float("nan"))
-        self._line(trial, f"{status} at round {result.get('round', 0)}, {self.sweep.metric}={value:.4g}")
+        for j in range(len(self.running.get(trial.trial_id, {}).get("keys", []))):
+            self._close(trial, j, status)
+        self.running.pop(trial.trial_id, None)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         # the trial process failed and Tune reruns it from scratch (same seed, same rows):
         # keep its rows so far; the rerun's rows up to there are not logged twice
-        self._write(self.log.retry, trial.trial_id)
+        for key in sorted(self.running.get(trial.trial_id, {}).get("open", ())):
+            self._write(self.log.retry, key)
         self.echo(f"{trial}: failed, rerun by Tune ({trial.num_failures} of at most "
                   f"{self.sweep.spec.tune.max_failures}; details: "
                   f"{Path(trial.local_path or '.') / 'error.txt'})")
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self._write(self.log.end, trial.trial_id, "error")
-        self._line(trial, f"error (details: {Path(trial.local_path or '.') / 'error.txt'})")
+        where = Path(trial.local_path or ".") / "error.txt"
+        for j in range(len(self.running.get(trial.trial_id, {}).get("keys", []))):
+            self._close(trial, j, "error", f"error (details: {where})")
+        self.running.pop(trial.trial_id, None)
 
-    def _line(self, trial, text: str) -> None:
+    def _close(self, trial, j: int, status: str, text: str | None = None) -> None:
+        """End configuration j of a trial (once) and print its line."""
+        state = self.running.get(trial.trial_id)
+        if state is None or state["keys"][j] not in state["open"]:
+            return
+        state["open"].discard(state["keys"][j])
+        self._write(self.log.end, state["keys"][j], status)
         self.completed += 1
-        self.echo(f"[{self.completed}/{self.sweep.num_trials()}] {trial}: {text}")
+        if text is None:
+            row = state["last"].get(j, {})
+            value = row.get(self.sweep.metric, float("nan")) if status != "diverged" else float("nan")
+            text = f"{status} at round {row.get('round', 0)}, {self.sweep.metric}={value:.4g}"
+        self.echo(f"[{self.completed}/{self.sweep.num_trials()}] {state['labels'][j]}: {text}")
 
 
 def tune_loggers() -> list:

@@ -16,12 +16,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-import ray
 import yaml
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search import BasicVariantGenerator
 
+from ..cluster import connect, disconnect
 from ..errors import ConfigError
 from ..files import check_private_tree
 from ..tracking import Store, SweepLog, TrackingUnavailable, check_store
@@ -56,8 +56,9 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
               echo: Callable[[str], None] = partial(print, flush=True)) -> SweepOutcome:
     """Run (or resume) a sweep file on the current Ray cluster; what `fco-ray sweep` does.
 
-    Connects to `RAY_ADDRESS` if set, else starts a local Ray cluster (unless Ray is
-    already initialized in this process). Tune's state lives in `<storage>/<name>`
+    Joins the Ray cluster at `RAY_ADDRESS` if set, else starts a new local one on loopback
+    (unless Ray is already initialized in this process): `fco_ray.cluster.connect`.
+    Tune's state lives in `<storage>/<name>`
     (default storage: `./ray_results`); `resume=True` restores it (`Tuner.restore`), reruns
     unfinished and errored trials, and reuses the MLflow parent and child runs.
     """
@@ -77,9 +78,7 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                               f"sweep being resumed ({kept}); resume with the same file and values")
     check_store(sweep.tracking_uri)  # fail fast: before Ray starts and any trial runs
     _make_storage_dir(root)  # and before the MLflow parent run exists
-    started_ray = not ray.is_initialized()
-    if started_ray:
-        ray.init(address=os.environ.get("RAY_ADDRESS") or "local")
+    connection = connect()  # the cluster at RAY_ADDRESS, else a new local one on loopback
     try:
         store = Store(sweep.tracking_uri)
         log = SweepLog(store, sweep.experiment, sweep.name, sweep.metric, sweep.mode,
@@ -112,9 +111,9 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                 f"sweep {sweep.name} stopped: {e}; the rounds logged so far are kept: once "
                 f"the store works, finish it with: fco-ray sweep {path} --resume") from None
         ended = results.num_terminated + results.num_errors
-        if ended < sweep.num_trials():  # Tune stopped early (e.g. Ctrl-C)
+        if ended < sweep.num_tune_trials():  # Tune stopped early (e.g. Ctrl-C)
             raise SweepInterrupted(
-                f"sweep {sweep.name} stopped with {ended}/{sweep.num_trials()} trials "
+                f"sweep {sweep.name} stopped with {ended}/{sweep.num_tune_trials()} Tune trials "
                 f"done; finish it with: fco-ray sweep {path} --resume")
         best = log.finish(failed=results.num_errors > 0)
         if sweep.spec.report is not False:  # `report: false` in the sweep file: no report
@@ -124,8 +123,7 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
         return SweepOutcome(log.parent_id, log.experiment_id, store.uri, exp_dir, results,
                             results.num_errors, best)
     finally:
-        if started_ray:
-            ray.shutdown()
+        disconnect(connection)
 
 
 def _make_storage_dir(root: Path) -> None:
