@@ -68,3 +68,42 @@ def test_snapshot_rebuilds_only_fco_ray_dataclasses(tmp_path):
     np.savez(tmp_path / FILE, **arrays)
     with pytest.raises(ValueError, match="outside fco_ray"):
         load_snapshot(tmp_path)
+
+
+FUSABLE = [(a, ONE_EACH[a]) for a in sorted(ONE_EACH) if ALGORITHMS[a].fusable]
+
+
+@pytest.mark.parametrize("algorithm, problem", [*FUSABLE, ("fedmid", "lasso")])
+def test_restored_fused_group_continues_with_identical_numbers(algorithm, problem, tmp_path):
+    """A fused group of three client rates restored at round 4 (on E1 the rate 1.0 diverges
+    at round 1: the snapshot holds the two members still running)."""
+    from fco_ray.config import parse_run
+    from fco_ray.grid import run_group
+
+    base = config(algorithm, problem, rounds=6, eval_every=1)
+    configs = [parse_run({**base, "algorithm": {**base["algorithm"], "client_lr": lr}})
+               for lr in (0.001, 0.01, 1.0)]
+    rows = {}
+    straight = run_group(configs, lambda rnd, r, ended: rows.setdefault(rnd, (r, ended)))
+    saved = {}
+
+    def keep(snapshot):
+        folder = tmp_path / f"round{snapshot.round}"
+        folder.mkdir()
+        saved[snapshot.round] = save_snapshot(folder, snapshot).parent
+
+    run_group(configs, checkpoint_every=2, on_checkpoint=keep)
+    again = {}
+    start = load_snapshot(saved[4])
+    if problem == "lasso":
+        assert start.active == [0, 1]
+    resumed = run_group(configs, lambda rnd, r, ended: again.setdefault(rnd, (r, ended)), start=start)
+    assert sorted(again) == [5, 6]
+    for rnd in again:
+        assert again[rnd][0] == rows[rnd][0]  # the rows of every configuration still running
+    for (r0, m0), (r1, m1) in zip(straight, resumed):
+        assert r0.status == r1.status
+        if r0.status == "finished":
+            assert r0.records[-1] == r1.records[-1]
+        if m0 is not None:
+            assert all(np.array_equal(m0[k], m1[k]) for k in m0)
