@@ -261,7 +261,8 @@ SOURCES = [*REPO.glob("fco_ray/**/*.py"), *REPO.glob("tests/*.py"), *REPO.glob("
 def test_documented_servers_listen_on_localhost_only():
     """Every `mlflow ui|server` and `ray start --head` command in the docs binds 127.0.0.1."""
     commands = [line for path in DOCS for line in path.read_text().splitlines()
-                if re.search(r"mlflow (ui|server)( \S+)* --|ray start( \S+)* --head", line)]
+                # flags of one command: tokens up to a closing backtick (not the next command)
+                if re.search(r"mlflow (ui|server)( [^\s`]+)* --|ray start( [^\s`]+)* --head", line)]
     assert any("mlflow ui" in c for c in commands) and any("ray start" in c for c in commands)
     for command in commands:
         if "mlflow" in command:
