@@ -34,7 +34,8 @@ def make_problem(cfg: RunConfig) -> Problem:
 
 
 def run(config, *, problem: Problem | None = None,
-        on_eval: Callable[[dict], None] | None = None, return_model: bool = False):
+        on_eval: Callable[[dict], None] | None = None, return_model: bool = False,
+        **checkpoints):
     """Run one configuration and return one row per evaluated round.
 
     `config`: a dict, a YAML path or a RunConfig (schema: README "Configuration").
@@ -46,6 +47,7 @@ def run(config, *, problem: Problem | None = None,
     for LASSO; saddle problems hold both players' blocks), or None for a diverged run (its
     iterates are not finite). Save it with `np.savez(path, **model)`.
     The run's final status ("finished" or "diverged") is in `df.attrs["status"]`.
+    `checkpoints`: `start`, `checkpoint_every`, `on_checkpoint` of `engine.run_rounds`.
 
     The model is not put in `df.attrs`: pandas deep-copies attrs on every selection, and
     `pd.concat` of frames whose attrs hold arrays raises.
@@ -65,7 +67,7 @@ def run(config, *, problem: Problem | None = None,
     try:
         result = run_rounds(problem, algorithm, backend, rounds=cfg.rounds,
                             eval_every=cfg.eval_every, seed=cfg.seed, on_eval=on_eval,
-                            divergence=cfg.divergence)
+                            divergence=cfg.divergence, **checkpoints)
     finally:
         backend.close()
     df = pd.DataFrame.from_records(result.records)

@@ -204,12 +204,7 @@ def cmd_runs(args) -> int:
         name, experiment = spec.name, experiment or spec.tracking.experiment
         uri = uri or spec.tracking.uri
     experiment = experiment or name
-    # tracking.default_uri without importing MLflow for a store that is not there
-    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
-    db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
-    if db is not None and not Path(db).is_file():  # looking must not create an empty store
-        raise ConfigError(f"no MLflow database at {db} (give --tracking-uri, or run in the "
-                          "directory the sweep ran in)")
+    uri = _existing_store(uri)
     from .tracking import Store, best_per_algorithm, children, find_parent, trials_frame
 
     store = Store(uri)
@@ -233,6 +228,24 @@ def cmd_runs(args) -> int:
                                         ascending=[True, mode == "min"] if metric in trials else True)
     print(_table(table.rename(columns=_short)))
     return EXIT_OK
+
+
+def _existing_store(uri: str | None) -> str:
+    """The tracking URI to read (`uri`, else MLFLOW_TRACKING_URI, else ./mlflow.db), if it
+    names an MLflow store that exists: reading (runs, report) must never create an empty
+    store, nor a directory for a URI that is no store at all. Without importing MLflow."""
+    from .files import check_tracking_uri
+
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+    try:
+        check_tracking_uri(uri)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+    if db is not None and not Path(db).is_file():
+        raise ConfigError(f"no MLflow database at {db} (give --tracking-uri, or run in the "
+                          "directory the sweep ran in)")
+    return uri
 
 
 def _searched(trials) -> list[str]:
@@ -285,8 +298,8 @@ def cmd_report(args) -> int:
 
         spec = read_sweep_file(sweep)
         sweep, uri = spec.name, uri or spec.tracking.uri
-    index = render_report(sweep, tracking_uri=uri, out_dir=args.out, dashboard=args.dashboard,
-                          ui_url=args.mlflow_ui)
+    index = render_report(sweep, tracking_uri=_existing_store(uri), out_dir=args.out,
+                          dashboard=args.dashboard, ui_url=args.mlflow_ui)
     print(f"report: {index} (also attached to the sweep's parent run under report/)")
     return EXIT_OK
 

@@ -7,19 +7,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from .algorithms import ALGORITHMS, Hyper
 from .checks import check_fits
-from .errors import ConfigError
+from .errors import ConfigError, short_repr
 # re-exported; in their own light module so that the CLI reads files and reports their
 # errors before importing the algorithm and problem registries (numba, scipy)
-from .files import _UniqueKeyLoader, apply_overrides, load_yaml  # noqa: F401
+from .files import _ConfigLoader, apply_overrides, check_tracking_uri, load_yaml, parse_yaml  # noqa: F401
 from .problems import PROBLEMS, ProblemParams
+from .strict import no_bool_numbers
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _no_bools = model_validator(mode="before")(no_bool_numbers)
 
 
 class LocalBackendConfig(_Strict):
@@ -39,8 +41,14 @@ BackendConfig = Annotated[Union[LocalBackendConfig, RayBackendConfig], Field(dis
 
 
 class TrackingConfig(_Strict):
-    experiment: str = Field("fco-ray", min_length=1)
+    # MLflow keeps experiment names in a 256-character column
+    experiment: str = Field("fco-ray", min_length=1, max_length=256)
     uri: str | None = Field(None, description="MLflow tracking URI; default sqlite:///<cwd>/mlflow.db")
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, v):
+        return v if v is None else check_tracking_uri(v)
 
 
 class RunConfig(_Strict):
@@ -95,16 +103,18 @@ def _describe(err: dict, prefix: str, model: type[BaseModel] | None) -> str:
     if err["type"] == "extra_forbidden":
         allowed = f"; allowed keys here: {sorted(holder.model_fields)}" if holder is not None else ""
         return f"unknown key {loc!r}{allowed}"
+    if err["type"] == "bool_not_number":  # fco_ray.strict: the key is in the context
+        return f"{'.'.join(p for p in (loc, str(err['ctx']['key'])) if p)}: {err['msg']}"
     if err["type"] == "value_error":  # our own validators: their message names the values
         message = str(err["ctx"]["error"]) if "ctx" in err else err["msg"]
         return f"{loc}: {message}" if loc else message
-    value = err.get("input")
-    return f"{loc}: {err['msg']} (got {value!r})"
+    return f"{loc}: {err['msg']} (got {short_repr(err.get('input'))})"
 
 
 def validate_model(model: type[BaseModel], raw: Any, prefix: str) -> BaseModel:
     if not isinstance(raw, dict):
-        raise ConfigError(f"{prefix or 'config'} must be a mapping, got {type(raw).__name__}: {raw!r}")
+        raise ConfigError(f"{prefix or 'config'} must be a mapping, got {type(raw).__name__}: "
+                          f"{short_repr(raw)}")
     try:
         return model.model_validate(raw)
     except ValidationError as e:
@@ -115,8 +125,9 @@ def validate_model(model: type[BaseModel], raw: Any, prefix: str) -> BaseModel:
 def _named(raw: Any, key: str, registry: dict) -> str:
     if not isinstance(raw, dict) or "name" not in raw:
         raise ConfigError(f"{key} must be a mapping with a 'name'; allowed names: {sorted(registry)}")
-    if raw["name"] not in registry:
-        raise ConfigError(f"{key}.name: unknown {key} {raw['name']!r}; allowed: {sorted(registry)}")
+    if not isinstance(raw["name"], str) or raw["name"] not in registry:
+        raise ConfigError(f"{key}.name: unknown {key} {short_repr(raw['name'])}; "
+                          f"allowed: {sorted(registry)}")
     return raw["name"]
 
 

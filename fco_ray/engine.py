@@ -7,6 +7,7 @@ from typing import Callable
 import numpy as np
 
 from .algorithms.base import Algorithm
+from .checkpoint import Snapshot
 from .problems.base import Problem
 from .random import Key, generator
 from .tree import all_finite, size
@@ -32,18 +33,28 @@ def evaluate(problem: Problem, algorithm: Algorithm, state: dict) -> dict[str, f
 
 def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, eval_every: int,
                seed: int, on_eval: Callable[[dict], None] | None = None,
-               divergence: float | None = None) -> RunResult:
+               divergence: float | None = None, start: Snapshot | None = None,
+               checkpoint_every: int = 0,
+               on_checkpoint: Callable[[Snapshot], None] | None = None) -> RunResult:
     """Run `rounds` communication rounds; evaluate at round 0, every `eval_every`, and last.
 
     A non-finite broadcast or objective, a numerical failure (e.g. an SVD that does not
     converge on huge entries) or, for a minimization problem and `divergence` not None, an
     objective `train_loss` above `divergence` times its round-0 value ends the run with status
     "diverged"; the records then hold every metric row up to the last acceptable one.
+
+    Checkpoints (fco_ray.checkpoint): every `checkpoint_every` rounds `on_checkpoint` gets
+    the state, just before that round's metrics go to `on_eval`; a run given `start`
+    continues after `start.round` (its rows up to there are not recomputed) with the same
+    numbers as an uninterrupted run.
     """
     result = RunResult()
-    state = algorithm.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
-    comm = {"floats_up": 0.0, "floats_down": 0.0}
-    limit = np.inf  # train_loss above this ends the run (set from the round-0 value)
+    if start is None:
+        state = algorithm.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
+        comm, first = {"floats_up": 0.0, "floats_down": 0.0}, 0
+        limit = np.inf  # train_loss above this ends the run (set from the round-0 value)
+    else:
+        state, comm, first, (limit,) = start.state, {**start.comm}, start.round, start.loss_limits
 
     def record(rnd: int) -> bool:
         nonlocal limit
@@ -81,12 +92,14 @@ def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, 
         return True
 
     try:
-        finite = record(0)
-        for rnd in range(rounds):
+        finite = record(0) if start is None else True
+        for rnd in range(first, rounds):
             if not finite:
                 break
             finite = advance(rnd)
             done = rnd + 1
+            if finite and on_checkpoint is not None and checkpoint_every and done % checkpoint_every == 0:
+                on_checkpoint(Snapshot(done, state, dict(comm), loss_limits=[limit]))
             if finite and (done % eval_every == 0 or done == rounds):
                 finite = record(done)
     except NUMERICAL_FAILURES:  # e.g. an SVD of a matrix full of huge numbers

@@ -1,28 +1,149 @@
-"""Reading config files: the safe YAML loader, `--set` overrides, and `ConfigError`.
+"""Reading user-named files: the one error path for files (configs, dashboards, data),
+the bounded safe YAML loader and `--set` overrides.
+
+Whatever is wrong with a file the user gave -- missing, a directory, unreadable, not
+UTF-8 text, too large, not valid or hostile YAML, or not in the expected format -- becomes
+one `ConfigError` naming the path and the problem (the CLI's exit code 2), never a
+traceback from deep inside a reader library.
 
 Light on purpose (PyYAML only): the CLI reads and checks its files with these before it
 imports anything heavy, so a missing file or a YAML error is reported at once.
 """
 from __future__ import annotations
 
+import os
+import stat
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, short_repr
+
+MAX_TEXT_BYTES = 16 * 2**20  # a config or dashboard is kilobytes; refuse to read a huge one
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.safe_load's loader (plain data only: never builds Python objects), except that
-    a key given twice in one mapping is an error rather than silently the last value."""
+def readable_file(path: str | os.PathLike, what: str = "file") -> Path:
+    """`path` as a Path if it names an existing regular file this process may read."""
+    path = Path(path).expanduser()
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found: {path}") from None
+    except OSError as e:  # e.g. a parent directory without search permission
+        raise ConfigError(f"{path}: {what} cannot be accessed ({e.strerror or e})") from None
+    if path.is_dir():
+        raise ConfigError(f"{path}: {what} is a directory, not a file")
+    if not path.is_file():
+        raise ConfigError(f"{path}: {what} is not a regular file")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"{path}: {what} is not readable (permission denied)")
+    return path
+
+
+def read_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of `path` (a byte order mark is dropped)."""
+    path = readable_file(path, what)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ConfigError(f"{path}: {what} is {size:,} bytes; at most {max_bytes:,} are read")
+    with reading(path, what):
+        data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: {what} is not UTF-8 text (byte 0x{data[e.start]:02x} "
+                          f"at offset {e.start})") from None
+
+
+@contextmanager
+def reading(path: str | os.PathLike, what: str = "file", expected: str | None = None,
+            also: tuple[type[BaseException], ...] = ()):
+    """Turn an error raised while a reader library parses `path` into a ConfigError naming
+    the file; `expected` (e.g. "an HDF5 file") says what the file should have been, `also`
+    adds the library's own exception types. ConfigErrors raised inside pass through."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except PermissionError:
+        raise ConfigError(f"{path}: {what} is not readable (permission denied)") from None
+    except (OSError, ValueError, KeyError, TypeError, EOFError, *also) as e:
+        # h5py, nibabel, gzip, numpy: a file that is not what it claims raises one of these
+        hint = f"; expected {expected}" if expected else ""
+        raise ConfigError(f"{path}: {what} cannot be read ({type(e).__name__}: "
+                          f"{str(e)[:300]}){hint}") from None
+
+
+MAX_CONFIG_BYTES = 2**20  # a config file is kilobytes
+MAX_ALIAS_NODES = 100_000  # nodes YAML aliases may add by expansion (a config has hundreds)
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _expanded_size(node, memo: dict) -> int:
+    """Nodes under `node` counting every alias as a copy (memoized: aliases share nodes)."""
+    if id(node) not in memo:
+        if isinstance(node, yaml.SequenceNode):
+            memo[id(node)] = 1 + sum(_expanded_size(c, memo) for c in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            memo[id(node)] = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo)
+                                     for k, v in node.value)
+        else:
+            memo[id(node)] = 1
+    return memo[id(node)]
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader (plain data only: never builds Python objects), plus:
+    - aliases are bounded: all of them together may expand to at most MAX_ALIAS_NODES
+      nodes, and an alias inside its own anchor (a recursive structure) is refused, so a
+      few hundred bytes cannot become gigabytes ("billion laughs") anywhere downstream;
+      the error names the alias's line;
+    - a key given twice in one mapping is an error rather than silently the last value
+      (keys brought in by a merge key `<<:` may be overridden, as YAML specifies)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._expanded, self._sizes, self._open = 0, {}, set()
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        anchor = getattr(event, "anchor", None)
+        if isinstance(event, yaml.AliasEvent):
+            if anchor in self._open:
+                raise yaml.composer.ComposerError(
+                    None, None, f"alias *{anchor} is inside its own anchor (a recursive "
+                    "structure)", event.start_mark)
+            if anchor in self.anchors:
+                self._expanded += _expanded_size(self.anchors[anchor], self._sizes)
+                if self._expanded > MAX_ALIAS_NODES:
+                    raise yaml.composer.ComposerError(
+                        None, None, f"aliases expand to more than {MAX_ALIAS_NODES:,} nodes "
+                        f"(at alias *{anchor}); a config needs far fewer", event.start_mark)
+            return super().compose_node(parent, index)
+        if anchor is None:
+            return super().compose_node(parent, index)
+        self._open.add(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._open.discard(anchor)
 
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE:
+                continue
             key = self.construct_object(key_node, deep=deep)
-            if key in seen:
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: SafeLoader reports it below
+                continue
+            if duplicate:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (each key once per mapping)",
+                    None, None, f"duplicate key {short_repr(key)} (each key once per mapping)",
                     key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
@@ -40,16 +161,21 @@ def _yaml_error(path: Path, e: yaml.YAMLError) -> str:
     return message
 
 
-def load_yaml(path: str | Path) -> dict:
-    """Read a YAML file with a safe loader (never executes code or builds Python objects;
-    duplicate keys are an error)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
+def parse_yaml(text: str, path: str | Path = "<string>") -> Any:
+    """Plain data from YAML text with the bounded, safe loader above."""
     try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # a SafeLoader
+        return yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader
     except yaml.YAMLError as e:
-        raise ConfigError(_yaml_error(path, e)) from None
+        raise ConfigError(_yaml_error(Path(path), e)) from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+
+
+def load_yaml(path: str | Path) -> dict:
+    """Read a YAML config file through the one file error path (fco_ray.files) and the
+    bounded safe loader (no code, no Python objects, aliases bounded, no duplicate keys)."""
+    path = Path(path)
+    data = parse_yaml(read_text(path, "config file", MAX_CONFIG_BYTES), path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of keys, got {type(data).__name__}")
     return data
@@ -66,9 +192,9 @@ def apply_overrides(raw: dict, assignments: list[str]) -> dict:
         if not keys:
             raise ConfigError(f"--set expects key.path=value, got {item!r}")
         try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"--set {path}: cannot parse value {text!r}: {e}") from None
+            value = parse_yaml(text, f"--set {path}")
+        except ConfigError as e:
+            raise ConfigError(f"--set {path}: cannot parse value {short_repr(text)}: {e}") from None
         node = out
         for k in keys[:-1]:
             node = node.setdefault(k, {})
@@ -76,3 +202,71 @@ def apply_overrides(raw: dict, assignments: list[str]) -> dict:
                 raise ConfigError(f"--set {path}: {k!r} is not a mapping")
         node[keys[-1]] = value
     return out
+
+
+
+#: MLflow store URI schemes (a bare word would silently become a file store directory)
+TRACKING_SCHEMES = ("sqlite", "http", "https", "file", "postgresql", "mysql", "mssql", "databricks")
+
+
+def check_tracking_uri(uri: str) -> str:
+    """`uri` if it names an MLflow store (ValueError otherwise)."""
+    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
+    if scheme not in TRACKING_SCHEMES or len(uri) > 4096:
+        raise ValueError(f"tracking URI {short_repr(uri)} is not an MLflow store URI; use one "
+                         f"of the schemes {list(TRACKING_SCHEMES)}, e.g. sqlite:///PATH/mlflow.db "
+                         "or http://127.0.0.1:5000")
+    return uri
+
+def check_private_tree(root: str | os.PathLike, what: str) -> None:
+    """Refuse `root` unless only this user could have written anything in it: `root` and
+    everything under it owned by this user, writable by no group or other user, no
+    symbolic links; each directory above it owned by this user or root and writable by no
+    one else (unless sticky, like /tmp, where others cannot replace our entries).
+
+    The trust rule for state that a library loads by unpickling (Ray Tune's saved
+    experiment, restored by `fco-ray sweep --resume`): unpickling runs code, so a file
+    that another user could have planted must never be loaded. It cannot tell files the
+    user copied from elsewhere (an archive) from their own: resume only your own runs.
+    """
+    root = Path(root).resolve()
+    uid = os.geteuid()
+
+    def refuse(path: Path, why: str):
+        raise ConfigError(f"{what}: refusing to load {path}: {why}; it is restored by "
+                          f"unpickling, which runs code, so only a directory that no one but "
+                          f"you can write is trusted")
+
+    def others_write(st: os.stat_result) -> bool:
+        # group write is harmless for a user-private group (umask 002 systems)
+        group = st.st_mode & stat.S_IWGRP and not _private_group(st.st_gid)
+        return bool(group or st.st_mode & stat.S_IWOTH)
+
+    for parent in root.parents:
+        st = parent.stat()
+        if st.st_uid not in (uid, 0):
+            refuse(root, f"its parent directory {parent} belongs to user id {st.st_uid}")
+        if others_write(st) and not st.st_mode & stat.S_ISVTX:
+            refuse(root, f"its parent directory {parent} is writable by other users")
+    for folder, dirs, files in os.walk(root):
+        for name in [None, *dirs, *files]:
+            path = Path(folder) if name is None else Path(folder) / name
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                refuse(path, "it is a symbolic link")
+            if st.st_uid != uid:
+                refuse(path, f"it belongs to user id {st.st_uid}, not to you ({uid})")
+            if others_write(st):
+                refuse(path, f"it is writable by other users (mode {stat.filemode(st.st_mode)})")
+
+
+def _private_group(gid: int) -> bool:
+    """Whether group `gid` is this user's own: their primary group with no other members."""
+    import grp
+    import pwd
+
+    try:
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        return gid == os.getegid() and set(grp.getgrgid(gid).gr_mem) <= {me}
+    except KeyError:
+        return False

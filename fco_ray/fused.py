@@ -31,6 +31,7 @@ from typing import Callable
 import numpy as np
 
 from .algorithms.base import Algorithm
+from .checkpoint import Snapshot
 from .engine import INIT_TAG, NUMERICAL_FAILURES, RunResult
 from .problems.base import Problem
 from .random import Key, generator
@@ -202,19 +203,30 @@ def _round(problem: Problem, fused: Fused, state, backend, seed: int, rnd: int):
 def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds: int,
               eval_every: int, seed: int,
               on_round: Callable[[int, dict, list], None] | None = None,
-              divergence: float | None = None) -> list[RunResult]:
+              divergence: float | None = None, start: Snapshot | None = None,
+              checkpoint_every: int = 0,
+              on_checkpoint: Callable[[Snapshot], None] | None = None) -> list[RunResult]:
     """The engine's round loop (`engine.run_rounds`) over a fused group: one RunResult per
     configuration, equal to its unfused run (same rows, same status, the same divergence
     rules). `on_round(round, rows, diverged)` is called at every evaluated round with the
     rows by configuration index and the configurations that ended diverged since the last
-    call."""
+    call. Checkpoints as in `engine.run_rounds`: the snapshot holds the stacked state of the
+    configurations still running (`Snapshot.active`) and every configuration's bound."""
     results = [RunResult() for _ in algorithms]
     announced: set[int] = set()  # diverged configurations already passed to on_round
     limits = [np.inf] * len(algorithms)  # train_loss above this ends a member (engine.run_rounds)
     active = list(range(len(algorithms)))  # configurations still running, in group order
-    fused = Fused(algorithms)
-    state = fused.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
-    comm = {"floats_up": 0.0, "floats_down": 0.0}
+    first = 0
+    if start is None:
+        fused = Fused(algorithms)
+        state = fused.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
+        comm = {"floats_up": 0.0, "floats_down": 0.0}
+    else:  # those not active ended diverged before the checkpoint (and were announced)
+        active, limits, first = list(start.active), list(start.loss_limits), start.round
+        fused, state, comm = Fused([algorithms[i] for i in active]), start.state, {**start.comm}
+        for i in set(range(len(algorithms))) - set(active):
+            results[i].status = "diverged"
+            announced.add(i)
 
     def end(positions: list[int], at_state) -> None:
         """End the members at these positions of `active` as diverged; keep the others."""
@@ -275,12 +287,15 @@ def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds:
                 state = _concat(states)
         comm = {"floats_up": float(up), "floats_down": float(down)}
 
-    record(0)
-    for rnd in range(rounds):
+    if start is None:
+        record(0)
+    for rnd in range(first, rounds):
         if not active:
             break
         advance(rnd)
         done = rnd + 1
+        if active and on_checkpoint is not None and checkpoint_every and done % checkpoint_every == 0:
+            on_checkpoint(Snapshot(done, state, dict(comm), loss_limits=list(limits), active=list(active)))
         if active and (done % eval_every == 0 or done == rounds):
             record(done)
     for j, i in enumerate(active):

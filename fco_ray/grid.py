@@ -62,10 +62,11 @@ def groups(configs: list[RunConfig], max_group: int = MAX_GROUP) -> list[list[in
             for s in range(0, len(members), max_group)]
 
 
-def run_group(configs: list[RunConfig], on_round=None) -> list[tuple[object, dict | None]]:
+def run_group(configs: list[RunConfig], on_round=None, **checkpoints) -> list[tuple[object, dict | None]]:
     """Run configurations that `groups` put together (one fused run, or one alone): per
     configuration its RunResult and final model (None if it diverged). `on_round(round,
-    rows, diverged)`: see `fused.run_fused` (a lone run calls it likewise)."""
+    rows, diverged)`: see `fused.run_fused` (a lone run calls it likewise). `checkpoints`:
+    `start`, `checkpoint_every`, `on_checkpoint` (fco_ray.checkpoint; see `engine.run_rounds`)."""
     first = configs[0]
     try:
         problem = build_problem(first.problem, first.seed)
@@ -79,11 +80,11 @@ def run_group(configs: list[RunConfig], on_round=None) -> list[tuple[object, dic
     try:
         if len(configs) == 1:
             rows = (lambda row: on_round(row["round"], {0: row}, [])) if on_round else None
-            results = [run_rounds(problem, algorithms[0], backend, on_eval=rows, **kwargs)]
+            results = [run_rounds(problem, algorithms[0], backend, on_eval=rows, **kwargs, **checkpoints)]
             if on_round is not None and results[0].status == "diverged":
                 on_round(first.rounds, {}, [0])
         else:
-            results = run_fused(problem, algorithms, backend, on_round=on_round, **kwargs)
+            results = run_fused(problem, algorithms, backend, on_round=on_round, **kwargs, **checkpoints)
     finally:
         backend.close()
     return [(r, _model(problem, a, r)) for a, r in zip(algorithms, results)]

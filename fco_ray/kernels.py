@@ -13,12 +13,44 @@
 
 Kernels are compiled on first use and cached next to this file (`cache=True`), so a new
 process (a Ray worker, a test) loads them in milliseconds after the first compilation.
+Where numba finds no writable cache directory (a read-only install and an unwritable HOME),
+the cache goes to a private temporary directory, or is off (see `_disk_cache`).
 Benchmarks: benchmarks/README.md.
 """
 from __future__ import annotations
 
+import tempfile
+
+import numba
 import numpy as np
 from numba import njit
+
+
+def _disk_cache() -> bool:
+    """Whether the kernels can be cached on disk. numba looks in NUMBA_CACHE_DIR, in
+    __pycache__ next to this file and in the user's cache directory; when none is writable
+    it raises at decoration time ("no locator available"), which would make importing
+    fco_ray fail. Then the cache goes to a new private temporary directory (mkdtemp: mode
+    0700, unpredictable name -- numba's cache index is a pickle, so never a shared fixed
+    path), or, if even that fails, kernels are compiled in each process without a cache."""
+
+    def probe():
+        return 0
+
+    try:
+        njit(cache=True)(probe)
+        return True
+    except RuntimeError:
+        pass
+    try:
+        numba.config.CACHE_DIR = tempfile.mkdtemp(prefix="fco-ray-numba-")
+        njit(cache=True)(probe)
+        return True
+    except (OSError, RuntimeError):
+        return False
+
+
+CACHE = _disk_cache()
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _C1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -27,7 +59,7 @@ _S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(
 _TWO_M53 = 1.0 / 2.0**53
 
 
-@njit(cache=True, inline="always")
+@njit(cache=CACHE, inline="always")
 def _mix(z):
     """SplitMix64 finalizer (uint64, wrapping)."""
     z = (z ^ (z >> _S30)) * _C1
@@ -35,7 +67,7 @@ def _mix(z):
     return z ^ (z >> _S31)
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def key_prefix(seed, rnd, step, stream):
     """The hash of a key's scalar parts: h = 0x5EED, then h = mix(h ^ (part + gamma)) for
     part in (seed, round, step, stream) (parts >= 0; uint64 wrapping arithmetic)."""
@@ -46,7 +78,7 @@ def key_prefix(seed, rnd, step, stream):
     return _mix(h ^ (np.uint64(stream) + GOLDEN))
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def keyed_bits(seed, rnd, step, stream, ids, count):
     """(clients, count) uint64: bits[c, j] = mix(mix(prefix ^ id_c * gamma) + (j + 1) * gamma)
     with prefix = key_prefix(seed, rnd, step, stream)."""
@@ -61,7 +93,7 @@ def keyed_bits(seed, rnd, step, stream, ids, count):
     return out
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def keyed_integers(seed, rnd, step, stream, ids, highs, count):
     """(clients, count) int64, row c uniform in [0, highs[c]): min(floor(u h_c), h_c - 1) with
     u = ((bits >> 11) + 1/2) / 2^53 the uniform of `keyed_bits` (the same numbers as
@@ -82,7 +114,7 @@ def keyed_integers(seed, rnd, step, stream, ids, highs, count):
 # reassoc: the dot products may be summed in SIMD lanes (a different summation order than
 # BLAS, as BLAS differs from a plain loop); no flag that assumes finite values, so NaN and
 # inf propagate and divergence is still detected.
-@njit(cache=True, fastmath={"reassoc", "contract"})
+@njit(cache=CACHE, fastmath={"reassoc", "contract"})
 def linear_grad(x, y, flat, w, b, scale):
     """Gradient of sum_j scale * 1/2 (<x_i, w_c> + b_c - y_i)^2 over the rows i = flat[c, j].
 
@@ -134,7 +166,7 @@ def linear_grad(x, y, flat, w, b, scale):
     return gw, gb
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def sampled_linear_grad(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, w, b):
     """`linear_grad` of a minibatch of `batch` rows per client drawn as `Problem.sample_rows`
     draws them: client c (key id ids[c], sizes[c] real rows from row offsets[c] of x) takes
@@ -147,7 +179,7 @@ def sampled_linear_grad(x, y, seed, rnd, step, stream, ids, sizes, offsets, batc
     return linear_grad(x, y, flat, w, b, 1.0 / batch)
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def soft_threshold(x, tau):
     """x - clip(x, -tau, tau) elementwise on a 1-D array (one pass, one new array): the same
     floats as the NumPy form in `prox.soft_threshold`."""

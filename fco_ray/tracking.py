@@ -34,6 +34,8 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
+from .errors import ConfigError
+
 ROLE, SWEEP, TRIAL_ID, ALGORITHM, STATUS = "fco.role", "fco.sweep", "fco.trial_id", "fco.algorithm", "fco.status"
 PARENT = "mlflow.parentRunId"
 FINAL_ROUND = "fco.final_round"
@@ -68,6 +70,13 @@ def check_store(uri: str, timeout: float = 10.0) -> None:
     MLflow's business). `sqlite:///PATH`: PATH must open as an SQLite database (its
     directory is created, as MLflow would). Other stores are left to MLflow.
     """
+    from .config import check_tracking_uri
+
+    try:
+        check_tracking_uri(uri)  # a bare word would become a file store directory
+    except ValueError as e:
+        source = " (MLFLOW_TRACKING_URI)" if uri == os.environ.get("MLFLOW_TRACKING_URI") else ""
+        raise ConfigError(f"{e}{source}") from None
     elsewhere = "or point tracking.uri (or MLFLOW_TRACKING_URI) at a store that works"
     if uri.startswith(("http://", "https://")):
         try:
@@ -196,12 +205,43 @@ def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+@contextlib.contextmanager
+def _setup_lock(uri: str, timeout: float = 300.0):
+    """Serialize MLflow's first-time setup of an SQLite store across processes.
+
+    Opening a new database runs MLflow's migrations; two processes doing it at once (two
+    first sweeps) both see an empty database and one dies ("duplicate column name").
+    A lock file next to the database makes the second wait until the first is done (then
+    it finds the tables and skips the setup). Other stores set themselves up server-side.
+    """
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    from filelock import FileLock, Timeout
+
+    db = Path(uri[len("sqlite:///"):])
+    lock = FileLock(f"{db}.lock", timeout=timeout)
+    try:
+        lock.acquire()
+    except Timeout:  # (a subclass of OSError)
+        raise TrackingUnavailable(f"MLflow tracking database {db}: another process has been "
+                                  f"setting it up for {timeout:.0f} s ({db}.lock)") from None
+    except OSError:  # a read-only directory: no lock possible, and no setup either
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 class Store:
     """A tracking store: an `MlflowClient` plus the few queries the platform needs."""
 
     def __init__(self, uri: str | None = None):
         self.uri = uri or default_uri()
-        self.client = MlflowClient(tracking_uri=self.uri)
+        with _setup_lock(self.uri):
+            self.client = MlflowClient(tracking_uri=self.uri)  # creates the tables if new
 
     def experiment_id(self, name: str, create: bool = True) -> str | None:
         exp = self.client.get_experiment_by_name(name)

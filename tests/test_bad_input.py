@@ -4,9 +4,14 @@ is written to MLflow, Tune's storage or Ray. Then the safe defaults: servers in 
 127.0.0.1, Ray token authentication stays on, nothing unpickles or evaluates untrusted data
 (README "Reliability")."""
 import copy
+import gzip
 import math
 import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +21,7 @@ from mlflow import MlflowClient
 
 import fco_ray
 from fco_ray.cli import main
-from fco_ray.config import ConfigError, _UniqueKeyLoader
+from fco_ray.config import ConfigError, _ConfigLoader
 from fco_ray.data.text_generator import generate_text_nodes
 from fco_ray.problems.text import SparseTextLogReg, data_fingerprint
 
@@ -88,6 +93,11 @@ SWEEP_CASES = [
     ("missing_data_path", {"problem": HAXBY_MISSING},
      ["problem.path: no Haxby dataset", "found in /nonexistent"]),
     ("bad_name", {"name": "my sweep"}, ["name: String should match pattern", "'my sweep'"]),
+    ("duplicate_seeds", {"seeds": [0, 0]}, ["seeds must be distinct", "got [0, 0]"]),
+    ("bool_seed", {"seeds": [True]}, ["seeds: expected a number, got a boolean in [True]"]),
+    ("bool_rounds", {"rounds": True}, ["rounds: expected a number, got the boolean True"]),
+    ("unknown_dashboard", {"report": "nosuch"}, ["report: unknown dashboard 'nosuch'; available:"]),
+    ("bad_dashboard_type", {"report": 3}, ["report: expected a dashboard name or path, or false"]),
 ]
 
 RUN_CASES = [
@@ -103,6 +113,24 @@ RUN_CASES = [
     ("clients_per_round_above_clients", {"algorithm.clients_per_round": 17},
      ["algorithm.clients_per_round must be <= 16", "got 17"]),
     ("missing_data_path", {"problem": HAXBY_MISSING}, ["problem.path: no Haxby dataset", "/nonexistent"]),
+    # strict types: YAML 1.1 reads yes/on as booleans; a boolean is never a number
+    ("bool_for_int", {"rounds": True}, ["rounds: expected a number, got the boolean True"]),
+    ("bool_for_float", {"algorithm.client_lr": True},
+     ["algorithm.client_lr: expected a number, got the boolean True"]),
+    ("bool_in_int_list", {"problem.samples_per_client": [32] * 15 + [True]},
+     ["problem.samples_per_client: expected a number, got a boolean in [32, 32,"]),
+    ("tracking_uri_not_a_uri", {"tracking.uri": "nonsense"},
+     ["tracking.uri: tracking URI 'nonsense' is not an MLflow store URI", "'sqlite'"]),
+    ("long_experiment_name", {"tracking.experiment": "x" * 20000},
+     ["tracking.experiment: String should have at most 256 characters (got 'xxx"]),
+    # size bounds: estimated from the config, before anything is allocated
+    ("huge_dim", {"problem.dim": 200_000_000},
+     ["problem 'lasso' needs about", "TiB of memory, more than the", "available",
+      "problem.dim=200000000"]),
+    ("huge_clients", {"problem.clients": 2_000_000_000},
+     ["problem 'lasso' needs about", "TiB of memory", "problem.clients=2000000000"]),
+    ("huge_mlp", {"problem": {"name": "mlp", "hidden": [200_000, 200_000]}},
+     ["problem 'mlp' needs about", "TiB of memory", "the model (problem.hidden=[200000, 200000]"]),
 ]
 
 # files that are not valid YAML data at all: the same for `sweep` and `run`
@@ -115,6 +143,14 @@ TEXT_CASES = [
      [":1:10: invalid YAML: could not determine a constructor for the tag",
       "python/object/apply:os.system", "plain data only"]),
     ("not_a_mapping", "- fedmid\n- feddualavg\n", [": top level must be a mapping of keys, got list"]),
+    # "billion laughs": 9^8 strings from a few hundred bytes; refused at the alias that
+    # crosses the bound, in milliseconds, with a short message
+    ("alias_bomb", "".join(f"{c}: &{c} [{', '.join([f'*{p}' if p else '0'] * 9)}]\n"
+                           for p, c in zip(["", *"abcdefg"], "abcdefgh")),
+     [":6:8: invalid YAML: aliases expand to more than 100,000 nodes (at alias *e)"]),
+    ("recursive_alias", "problem: &p {name: lasso, more: *p}\n",
+     [":1:33: invalid YAML: alias *p is inside its own anchor"]),
+    ("nested_too_deeply", "rounds: " + "[" * 3000 + "]" * 3000 + "\n", [": invalid YAML: nested too deeply"]),
 ]
 
 
@@ -193,8 +229,10 @@ def test_file_that_is_not_yaml_data(capsys, store, workdir, command, text, fragm
     ({"algorithm.clients_per_round": 17}, ["algorithm.clients_per_round must be <= 16", "got 17"]),
     ({"problem": HAXBY_MISSING}, ["problem.path: no Haxby dataset", "/nonexistent"]),
     ({"rounds": DROP, "problem": DROP}, ["config needs both 'problem' and 'algorithm' sections"]),
+    ({"rounds": True}, ["rounds: expected a number, got the boolean True"]),
+    ({"problem.dim": 10**9}, ["problem 'lasso' needs about", "problem.dim=1000000000"]),
 ], ids=["unknown_key", "negative_rate", "nan_regularization", "clients_per_round_above_clients",
-        "missing_data_path", "missing_section"])
+        "missing_data_path", "missing_section", "bool_for_int", "huge_dim"])
 def test_bad_api_call(changes, fragments):
     with pytest.raises(ConfigError) as err:
         fco_ray.run(changed(RUN, changes))
@@ -223,7 +261,8 @@ SOURCES = [*REPO.glob("fco_ray/**/*.py"), *REPO.glob("tests/*.py"), *REPO.glob("
 def test_documented_servers_listen_on_localhost_only():
     """Every `mlflow ui|server` and `ray start --head` command in the docs binds 127.0.0.1."""
     commands = [line for path in DOCS for line in path.read_text().splitlines()
-                if re.search(r"mlflow (ui|server)( \S+)* --|ray start( \S+)* --head", line)]
+                # flags of one command: tokens up to a closing backtick (not the next command)
+                if re.search(r"mlflow (ui|server)( [^\s`]+)* --|ray start( [^\s`]+)* --head", line)]
     assert any("mlflow ui" in c for c in commands) and any("ray start" in c for c in commands)
     for command in commands:
         if "mlflow" in command:
@@ -249,8 +288,8 @@ def test_nothing_unpickles_or_evaluates_untrusted_data():
     assert found == []
     yaml_loads = [line for p in REPO.glob("fco_ray/**/*.py") for line in p.read_text().splitlines()
                   if re.search(r"yaml\.(load|load_all)\(", line)]
-    assert all("Loader=_UniqueKeyLoader" in line for line in yaml_loads)
-    assert issubclass(_UniqueKeyLoader, yaml.SafeLoader)
+    assert all("Loader=_ConfigLoader" in line for line in yaml_loads)
+    assert issubclass(_ConfigLoader, yaml.SafeLoader)
 
 
 class _Payload:
@@ -279,3 +318,179 @@ def test_cached_optimum_file_is_never_unpickled(tmp_path, monkeypatch):
     assert not marker.exists()
     assert optimum.iterations > 0 and np.all(np.isfinite(optimum.w))  # solved, not read
     assert np.load(cached).dtype == np.float64  # the planted file was replaced by plain numbers
+
+
+# --- one error path for files ----------------------------------------------------------------
+
+def _unreadable(path: Path) -> Path:
+    path.write_text("rounds: 1\n")
+    path.chmod(0)
+    return path
+
+
+# (case id, make the file in workdir, fragments after "fco-ray: error: <path>")
+FILE_CASES = [
+    ("not_utf8", lambda d: (d / "bad.yaml", (d / "bad.yaml").write_bytes(b"rounds: 5\nname: \xff\xfe\n")),
+     [":2: config file is not UTF-8 text (byte 0xff at offset 16)"]),
+    ("directory", lambda d: (d / "bad.yaml", (d / "bad.yaml").mkdir()), [": config file is a directory, not a file"]),
+    ("unreadable", lambda d: (_unreadable(d / "bad.yaml"), None),
+     [": config file is not readable (permission denied)"]),
+]
+
+
+@pytest.mark.parametrize("command", ["sweep", "run"])
+@pytest.mark.parametrize("make, fragments", [c[1:] for c in FILE_CASES], ids=[c[0] for c in FILE_CASES])
+def test_file_that_cannot_be_read(capsys, store, workdir, command, make, fragments):
+    path, _ = make(workdir)
+    if "not readable" in fragments[0] and os.geteuid() == 0:
+        pytest.skip("root reads any file: see test_unreadable_file_as_another_user")
+    rejected(capsys, store, workdir, [command, str(path)], path, fragments)
+
+
+def test_unreadable_file_as_another_user(tmp_path):
+    """Root reads anything, so as root the check runs in a subprocess as user `nobody`."""
+    if os.geteuid() != 0:
+        pytest.skip("runs as root only (test_file_that_cannot_be_read covers other users)")
+    folder = Path(tempfile.mkdtemp())
+    try:
+        folder.chmod(0o755)
+        path = _unreadable(folder / "secret.yaml")
+        # imports first (the interpreter lives under /root), then drop to nobody
+        code = ("import os, sys; import fco_ray.api, fco_ray.tracking; from fco_ray.cli import main; "
+                "os.setgid(65534); os.setuid(65534); "
+                "sys.exit(main(['run', sys.argv[1]]))")
+        done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    finally:
+        shutil.rmtree(folder)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"fco-ray: error: {path}: config file is not readable (permission denied)\n"
+
+
+def test_missing_file(capsys, workdir):
+    assert main(["run", "nosuch.yaml"]) == 2
+    assert capsys.readouterr().err == "fco-ray: error: config file not found: nosuch.yaml\n"
+
+
+def test_yaml_merge_keys_and_bounded_aliases_are_accepted(tmp_path):
+    """`<<: *base` is valid YAML (merged keys may be overridden); aliases within the bound work."""
+    path = tmp_path / "run.yaml"
+    path.write_text("defaults: &lasso {name: lasso, clients: 8, dim: 16, support: 2, val_clients: 2,\n"
+                    "                  samples_per_client: 8}\n")
+    raw = yaml.safe_load(path.read_text())
+    path.write_text(path.read_text().replace("defaults", "problem") +
+                    "algorithm:\n  <<: {name: fedmid, client_lr: 0.5, clients_per_round: 4}\n"
+                    "  client_lr: 0.01\nrounds: 2\neval_every: 1\n")
+    df = fco_ray.run(path)
+    assert df.attrs["config"]["algorithm"]["client_lr"] == 0.01  # the explicit key wins
+    assert df.attrs["config"]["algorithm"]["clients_per_round"] == 4  # merged
+    assert df.attrs["config"]["problem"]["dim"] == raw["defaults"]["dim"] == 16
+
+
+def test_error_messages_are_bounded(tmp_path):
+    """A huge value is quoted in a few dozen characters; no message exceeds ~2,000."""
+    with pytest.raises(ConfigError) as err:
+        fco_ray.run(changed(RUN, {"rounds": "9" * 1_000_000 + "x"}))
+    assert len(str(err.value)) < 300 and str(err.value).startswith("rounds: Unable to parse")
+    with pytest.raises(ConfigError) as err:
+        fco_ray.run(changed(RUN, {"problem.samples_per_client": [[1] * 10**6]}))
+    assert len(str(err.value)) < 2100
+    assert len(str(ConfigError("x" * 10**7))) < 2100
+
+
+def test_data_files_that_are_not_what_they_claim(tmp_path):
+    """An EMNIST "HDF5" file of text, a Haxby NIfTI of random gzip bytes: exit 2 naming the file."""
+    emnist = tmp_path / "emnist"
+    emnist.mkdir()
+    for split in ("train", "test"):
+        (emnist / f"fed_emnist_digitsonly_{split}.h5").write_text("not HDF5\n")
+    subject = tmp_path / "haxby" / "haxby2001" / "subj1"
+    subject.mkdir(parents=True)
+    garbage = gzip.compress(np.random.default_rng(0).bytes(4096))
+    for name in ("mask4_vt.nii.gz", "bold.nii.gz"):
+        (subject / name).write_bytes(garbage)
+    (subject / "labels.txt").write_text("labels chunks\nface 0\n")
+    cases = [({"name": "constrained_logreg", "path": str(emnist)},
+              f"{emnist}/fed_emnist_digitsonly_train.h5: EMNIST file cannot be read (OSError: "
+              "Unable to synchronously open file (file signature not found)); expected an HDF5 file"),
+             ({"name": "sparse_logreg", "path": str(tmp_path / "haxby"), "train_subjects": [1],
+               "val_subjects": []},
+              f"{subject}/mask4_vt.nii.gz: Haxby file cannot be read (ImageFileError: Cannot work "
+              "out file type")]
+    for problem, message in cases:
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump({**RUN, "problem": problem}))
+        done = subprocess.run([sys.executable, "-m", "fco_ray", "run", "--no-mlflow", str(path)],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"fco-ray: error: {path}: {message}"), done.stderr
+        assert done.stderr.count("\n") == 1
+
+
+def test_reading_commands_never_create_a_store(capsys, workdir, monkeypatch):
+    """`report` / `runs` of nothing, and a tracking URI that is no store: exit 2, nothing created."""
+    cases = [(["report", "nosuch"], "no MLflow database at "),
+             (["runs", "nosuch"], "no MLflow database at "),
+             (["runs", "nosuch", "--tracking-uri", "nonsense"], "tracking URI 'nonsense' is not an MLflow store URI")]
+    for argv, message in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("fco-ray: error: ") and message in err and err.count("\n") == 1
+    (workdir / "run.yaml").write_text(yaml.safe_dump(RUN))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "nonsense")
+    assert main(["run", "run.yaml"]) == 2
+    assert "is not an MLflow store URI" in capsys.readouterr().err
+    assert sorted(p.name for p in workdir.iterdir()) == ["run.yaml"]  # no mlflow.db, no ./nonsense
+
+
+def test_storage_that_is_a_file(capsys, store, workdir):
+    """`--storage FILE`: exit 2 before Ray starts and before the MLflow parent run exists."""
+    ray = pytest.importorskip("ray")
+    path = workdir / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**SWEEP, "tracking": {"uri": store[0]}}))
+    (workdir / "storage").write_text("a file\n")
+    assert main(["sweep", str(path), "--storage", str(workdir / "storage")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"fco-ray: error: --storage {workdir / 'storage'}: not a directory\n"
+    uri, contents, before = store
+    assert contents() == before and not ray.is_initialized()
+
+
+def _plant_tune_state(storage: Path, marker: Path) -> Path:
+    """A Tune experiment directory whose tuner.pkl runs `touch marker` when unpickled."""
+    import pickle
+
+    exp_dir = storage / SWEEP["name"]
+    exp_dir.mkdir(parents=True)
+    (exp_dir / "tuner.pkl").write_bytes(pickle.dumps(_Payload(marker)))
+    return exp_dir
+
+
+@pytest.mark.parametrize("tamper, fragment", [
+    (lambda d: (d / "tuner.pkl").chmod(0o666), "tuner.pkl: it is writable by other users (mode -rw-rw-rw-)"),
+    (lambda d: d.chmod(0o777), f"{SWEEP['name']}: it is writable by other users (mode drwxrwxrwx)"),
+    (lambda d: d.parent.chmod(0o777), "its parent directory"),
+    (lambda d: os.chown(d / "tuner.pkl", 65534, 65534), "tuner.pkl: it belongs to user id 65534"),
+    (lambda d: ((d / "real.pkl").write_bytes((d / "tuner.pkl").read_bytes()),
+                (d / "tuner.pkl").unlink(), (d / "tuner.pkl").symlink_to(d / "real.pkl")),
+     "tuner.pkl: it is a symbolic link"),
+], ids=["file_world_writable", "dir_world_writable", "parent_world_writable", "other_owner", "symlink"])
+def test_resume_refuses_tune_state_others_could_have_planted(capsys, store, workdir, tamper, fragment):
+    """`--resume` restores Tune's state by unpickling it: a planted pickle in a directory that
+    another user could write is refused (exit 2), never loaded (the marker is not created)."""
+    ray = pytest.importorskip("ray")
+    if "65534" in fragment and os.geteuid() != 0:
+        pytest.skip("chown to another user needs root")
+    marker = workdir.parent / f"pwned-{workdir.name}"
+    path = workdir / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**SWEEP, "tracking": {"uri": store[0]}}))
+    exp_dir = _plant_tune_state(workdir / "storage", marker)
+    tamper(exp_dir)
+    assert main(["sweep", str(path), "--resume", "--storage", str(workdir / "storage")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fco-ray: error: --resume: refusing to load ") and fragment in err, err
+    assert "only a directory that no one but you can write is trusted" in err
+    assert not marker.exists() and not ray.is_initialized()
+    uri, contents, before = store
+    assert contents() == before

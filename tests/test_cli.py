@@ -81,8 +81,11 @@ def test_argparse_errors_and_other_failures(files, capsys):
     assert call(capsys, "frobnicate")[0] == 2
     assert call(capsys, "run")[0] == 2
     # a tracking store that cannot be opened is not a config problem: exit code 1
-    code, _, err = call(capsys, "run", "run.yaml", "--set", "tracking.uri=nosuchscheme://x")
+    code, _, err = call(capsys, "run", "run.yaml", "--set", "tracking.uri=sqlite:////proc/no/mlflow.db")
     assert code == 1 and err.startswith("fco-ray: error: ") and err.count("\n") == 1
+    # a URI that names no MLflow store at all is one (it would become a directory)
+    code, _, err = call(capsys, "run", "run.yaml", "--set", "tracking.uri=nosuchscheme://x")
+    assert code == 2 and "tracking.uri: tracking URI 'nosuchscheme://x' is not an MLflow store URI" in err
 
 
 def test_version(capsys):

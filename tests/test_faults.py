@@ -2,8 +2,9 @@
 
 - a Ray client actor SIGKILLed mid-round is restarted and the round redone: same numbers;
 - a Ray client actor that held client state (CoCoA+ duals) and is restarted: a clear error;
-- a Tune trial process SIGKILLed mid-run is rerun from scratch by Tune: its MLflow child run
-  holds every round exactly once and ends once;
+- a Tune trial process SIGKILLed mid-run is rerun by Tune from its last checkpoint (not
+  from round 0): its MLflow child run holds every round exactly once, equal to an
+  undisturbed run, and ends once;
 - a trial whose evaluation raises LinAlgError ends `diverged` with its last finite metrics,
   ranks last, and the sweep carries on;
 - an MLflow store that cannot be used: the sweep / run fails fast, before any work;
@@ -194,20 +195,29 @@ def faults_sweep(directory, **changes):
 def test_killed_trial_is_rerun_once_in_mlflow_and_a_linalg_failure_is_diverged(
         cluster, tmp_path, monkeypatch):
     """The trial with fail_at_eval=0 is SIGKILLed (its process, by the pid in its round-10
-    result) and rerun from round 0 by Tune; the fail_at_eval=3 trial raises LinAlgError."""
-    killed = []
+    result, which carries a checkpoint) and rerun by Tune from that checkpoint; the
+    fail_at_eval=3 trial raises LinAlgError."""
+    killed, reported = [], []  # reported: (pid, round, replayed) of the killed trial's results
     on_trial_result = MLflowLogger.on_trial_result
 
     def kill_once(self, iteration, trials, trial, result, **info):
-        if trial.config["group"][0]["problem.fail_at_eval"] == 0 and result.get("round") == 10 and not killed:
-            os.kill(result["pid"], signal.SIGKILL)
-            killed.append(result["pid"])
+        if trial.config["group"][0]["problem.fail_at_eval"] == 0:
+            reported.append((result["pid"], result.get("round"), result.get("replayed", False)))
+            if result.get("round") == 10 and not killed:
+                os.kill(result["pid"], signal.SIGKILL)
+                killed.append(result["pid"])
         return on_trial_result(self, iteration, trials, trial, result, **info)
 
     monkeypatch.setattr(MLflowLogger, "on_trial_result", kill_once)
     lines = []
     outcome = run_sweep(faults_sweep(tmp_path), storage=tmp_path / "state", echo=lines.append)
     assert killed and outcome.ok  # the sweep went on and ended well
+    # the rerun first reports again the rows its checkpoint holds (round 5 or 10: the kill
+    # may beat Tune registering the round-10 one), then computes only the rounds after it
+    replayed = [rnd for pid, rnd, again in reported if pid != killed[0] and again]
+    computed = [rnd for pid, rnd, again in reported if pid != killed[0] and not again]
+    assert replayed[0] == 0 and replayed[-1] in (5, 10) and computed[0] == replayed[-1] + 5
+    assert computed[-1] == 40
 
     store = Store(outcome.tracking_uri)
     parent = find_parent(store, outcome.experiment_id, "faults")

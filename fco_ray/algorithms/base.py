@@ -13,10 +13,11 @@ import abc
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..problems.base import Problem
 from ..random import Key, sample_clients
+from ..strict import no_bool_numbers
 from ..tree import Params
 
 State = dict[str, Any]
@@ -36,6 +37,7 @@ class Hyper(BaseModel):
     with only the names it uses, so a sweep over an unused name is a config error."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _no_bools = model_validator(mode="before")(no_bool_numbers)  # `client_lr: on` is an error
 
     name: str
     clients_per_round: int | None = Field(10, ge=1, description="None = all clients")
@@ -65,6 +67,9 @@ class Algorithm(abc.ABC):
     #: client exchanges per communication round (e.g. 2 for FSVRG: full gradient, then local
     #: passes); the state says which exchange comes next, metrics are taken after the last.
     exchanges_per_round: ClassVar[int] = 1
+    #: state kept on the clients between rounds (e.g. CoCoA+ duals): the server state alone
+    #: does not determine the run, so it cannot resume from a checkpoint (fco_ray.checkpoint)
+    client_state: ClassVar[bool] = False
 
     def __init__(self, hp: Hyper):
         self.hp = hp

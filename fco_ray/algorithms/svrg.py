@@ -430,6 +430,7 @@ class CoCoAPlus(SVRGFamily):
 
     name = "cocoa_plus"
     Hyper = CoCoAHyper
+    client_state = True  # the duals
 
     def server_init(self, problem, params0):
         super().server_init(problem, params0)  # checks the problem

@@ -17,8 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ConfigError
+from ..files import readable_file, reading
+
 PREFIX = {True: "fed_emnist_digitsonly", False: "fed_emnist"}
 CLASSES = {True: 10, False: 62}
+HDF5 = "an HDF5 file in TFF's federated EMNIST layout"
 URL = "https://storage.googleapis.com/tff-datasets-public/{prefix}.tar.bz2"
 
 
@@ -53,7 +57,7 @@ def _read(file: Path, ids: list[str], classes: int) -> list[tuple[np.ndarray, np
     import h5py
 
     out = []
-    with h5py.File(file, "r") as f:
+    with reading(file, "EMNIST file", HDF5), h5py.File(file, "r") as f:
         examples = f["examples"]
         for cid in ids:
             if cid not in examples:
@@ -62,10 +66,10 @@ def _read(file: Path, ids: list[str], classes: int) -> list[tuple[np.ndarray, np
             pixels = np.asarray(examples[cid]["pixels"], dtype=np.float32)
             labels = np.asarray(examples[cid]["label"]).astype(np.int64).reshape(-1)
             if pixels.shape[1:] != (28, 28) or len(pixels) != len(labels):
-                raise ValueError(f"{file}: client {cid!r} has pixels {pixels.shape} and "
+                raise ConfigError(f"{file}: client {cid!r} has pixels {pixels.shape} and "
                                  f"{len(labels)} labels; expected (n, 28, 28) and n labels")
             if labels.size and (labels.min() < 0 or labels.max() >= classes):
-                raise ValueError(f"{file}: client {cid!r} has labels in [{labels.min()}, "
+                raise ConfigError(f"{file}: client {cid!r} has labels in [{labels.min()}, "
                                  f"{labels.max()}]; expected [0, {classes})")
             out.append((pixels.reshape(len(pixels), 784), labels))
     return out
@@ -77,10 +81,10 @@ def load_emnist(path: str | Path, only_digits: bool = True, clients: int | None 
     (keyed by `seed`) among those with training data, in sorted id order."""
     import h5py
 
-    train_file, test_file = emnist_files(path, only_digits)
-    with h5py.File(train_file, "r") as f:
+    train_file, test_file = (readable_file(f, "EMNIST file") for f in emnist_files(path, only_digits))
+    with reading(train_file, "EMNIST file", HDF5), h5py.File(train_file, "r") as f:
         if "examples" not in f:
-            raise ValueError(f"{train_file}: no 'examples' group (not TFF's federated EMNIST layout)")
+            raise ConfigError(f"{train_file}: no 'examples' group (not TFF's federated EMNIST layout)")
         ids = sorted(cid for cid in f["examples"] if len(f["examples"][cid]["label"]) > 0)
     if clients is not None:
         if not 1 <= clients <= len(ids):

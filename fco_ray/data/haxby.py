@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..files import readable_file, reading
+
 LABELS = {"face": 1, "house": 0}
 SUBJECTS = (1, 2, 3, 4, 5, 6)
 HOW_TO_GET = (
@@ -72,15 +74,19 @@ def _require(path: Path) -> Path:
 
 
 def _load_volume(path: Path) -> np.ndarray:
+    from nibabel.filebasedimages import ImageFileError
     from nilearn.image import load_img
 
-    return np.asarray(load_img(str(path)).get_fdata(dtype=np.float32))
+    with reading(readable_file(path, "Haxby file"), "Haxby file", "a NIfTI image (.nii.gz)",
+                 also=(ImageFileError,)):
+        return np.asarray(load_img(str(path)).get_fdata(dtype=np.float32))
 
 
 def _read_labels(path: Path) -> tuple[np.ndarray, np.ndarray]:
     import pandas as pd
 
-    table = pd.read_csv(path, sep=r"\s+")
+    with reading(readable_file(path, "Haxby file"), "Haxby file", "text with a header 'labels chunks'"):
+        table = pd.read_csv(path, sep=r"\s+")
     if not {"labels", "chunks"} <= set(table.columns):
         raise ValueError(f"{path}: expected the columns 'labels chunks', got {list(table.columns)}")
     return table["labels"].to_numpy(str), table["chunks"].to_numpy(np.int64)

@@ -44,6 +44,16 @@ class LassoParams(ProblemParams):
 
     _sizes = field_validator("samples_per_client")(_positive_sizes)
 
+    def estimated_bytes(self):
+        # float64 (clients, most samples, dim), padded; generating a set takes it twice
+        # (the AR(1) filter's input and output), the validation set after the training set
+        n = _most_samples(self.samples_per_client)
+        train, val = 8 * self.clients * n * self.dim, 8 * self.val_clients * n * self.dim
+        return {f"the training data (problem.clients={self.clients} x problem.samples_per_client"
+                f"={n} x problem.dim={self.dim} floats)": train,
+                f"a copy while generating it, or the validation data (problem.val_clients="
+                f"{self.val_clients}) twice": max(train, 2 * val)}
+
 
 class LowRankParams(ProblemParams):
     """E2 federated low-rank matrix estimation; defaults: 32 x 32, rank 16, 64 x 128, lam 0.3
@@ -61,6 +71,18 @@ class LowRankParams(ProblemParams):
     shift: float = Field(SHIFT, ge=0, allow_inf_nan=False, description=SHIFT_HELP)
 
     _sizes = field_validator("samples_per_client")(_positive_sizes)
+
+    def estimated_bytes(self):
+        # float64 features of shape (dim, dim) per sample, padded to the largest client
+        n = _most_samples(self.samples_per_client)
+        return {f"the training data (problem.clients={self.clients} x problem.samples_per_client"
+                f"={n} x problem.dim^2={self.dim}^2 floats)": 8 * self.clients * n * self.dim**2,
+                f"the validation data (problem.val_clients={self.val_clients} x {n} x "
+                f"problem.dim^2={self.dim}^2 floats)": 8 * self.val_clients * n * self.dim**2}
+
+
+def _most_samples(samples_per_client) -> int:
+    return samples_per_client if isinstance(samples_per_client, int) else max(samples_per_client)
 
 
 def _check_sizes(p):

@@ -141,6 +141,9 @@ class AdversarialParams(ProblemParams):
     bias: bool = Field(False, description="fit an intercept (absorbs any universal attack)")
     test_fraction: float = Field(0.2, gt=0, lt=1)
 
+    def estimated_bytes(self):
+        return {"the digits data (1,797 x 64 floats)": 8 * 1797 * 64}
+
 
 @register_problem("adversarial", AdversarialParams)
 def _adversarial(p: AdversarialParams, seed: int) -> UniversalAdversarial:

@@ -169,6 +169,8 @@ def check_feasible(psi: R.Blockwise, params: Params, where: str = "") -> None:
 # ---- data -------------------------------------------------------------------------------
 
 DEFAULT_CLIENTS = 20  # clients of the shipped (scikit-learn) datasets
+SHIPPED_SIZES = {"digits": (1797, 64), "breast_cancer": (569, 30)}  # (samples, features)
+EMNIST_SIZES = {True: (3383, 341_873 + 40_832), False: (3400, 671_585 + 77_483)}  # TFF's counts
 
 
 def clients_from_pairs(pairs) -> ClientData:
@@ -223,6 +225,17 @@ class _DataParams(ProblemParams):
                                 f"(default {DEFAULT_CLIENTS}) or EMNIST writers (default all)")
     alpha: float = Field(0.5, gt=0, allow_inf_nan=False, description="Dirichlet label skew")
     test_fraction: float = Field(0.2, ge=0, le=0.9, description="held-out split of shipped data")
+
+    def estimated_bytes(self):
+        if self.dataset == "haxby":  # one subject's 4-D BOLD series at a time, float32
+            return {"one Haxby subject's BOLD series (40 x 64 x 64 x 1,452 float32)": 4 * 40 * 64 * 64 * 1452}
+        if self.dataset == "emnist":  # float32 pixels, read once and copied into client arrays
+            writers, examples = EMNIST_SIZES[self.only_digits]
+            share = min(self.clients or writers, writers) / writers
+            return {f"the EMNIST examples ({examples:,} x 784 float32, twice; x problem.clients"
+                    f"={self.clients} / {writers:,} writers)": int(2 * 4 * 784 * examples * share)}
+        n, d = SHIPPED_SIZES[self.dataset]
+        return {f"the {self.dataset} data ({n:,} x {d} floats, twice)": 2 * 8 * n * d}
 
     @model_validator(mode="before")
     @classmethod

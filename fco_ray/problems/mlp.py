@@ -68,6 +68,9 @@ class MLP(Classifier):
         return np.argmax(self.forward(params, x)[-1], axis=-1)
 
 
+MODEL_COPIES = 4  # server state, broadcast, a client's iterate and its gradient
+
+
 class MlpParams(_ImageParams):
     """E4 constrained MLP; defaults: 200-200 ReLU, an l1 ball of radius 300 per weight matrix
     (binding on digits: unconstrained training reaches ||W||_1 ~ 1100, 2600, 280 per layer)."""
@@ -82,6 +85,15 @@ class MlpParams(_ImageParams):
         if any(h < 1 for h in v):
             raise ValueError(f"problem.hidden widths must be >= 1, got {v}")
         return v
+
+    def estimated_bytes(self):
+        # at least MODEL_COPIES float64 copies of the weights live at once
+        features, classes = (784, 10 if self.only_digits else 62) if self.dataset == "emnist" else (64, 10)
+        widths = [features, *self.hidden, classes]
+        weights = sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:]))
+        return {**super().estimated_bytes(),
+                f"the model (problem.hidden={self.hidden}: {weights:,} weights, {MODEL_COPIES} "
+                f"float64 copies)": MODEL_COPIES * 8 * weights}
 
 
 @register_problem("mlp", MlpParams)

@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..limits import check_memory
+from ..strict import no_bool_numbers
 from .base import Problem
 
 
@@ -18,12 +20,19 @@ class ProblemParams(BaseModel):
     """Base of every problem's parameter model: flat, validated, unknown keys rejected."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _no_bools = model_validator(mode="before")(no_bool_numbers)  # `dim: yes` is an error
     #: the Problem class the builder returns: its `kinds` say which algorithms fit, before
     #: any data is built
     problem_class: ClassVar[type[Problem]] = Problem
 
     name: str
     data_seed: int | None = Field(None, ge=0, description="data seed; None = the run's seed")
+
+    def estimated_bytes(self) -> dict[str, int] | None:
+        """A lower bound of the memory a run of the problem takes (data, model), from the
+        parameters alone: {part, naming the keys it grows with: bytes}; None = unknown.
+        fco_ray.limits checks it against the memory available before anything is allocated."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -46,5 +55,6 @@ def register_problem(name: str, params: type[ProblemParams]):
 
 
 def build_problem(params: ProblemParams, seed: int) -> Problem:
+    check_memory(params)  # a ConfigError naming the key if it cannot fit
     data_seed = seed if params.data_seed is None else params.data_seed
     return PROBLEMS[params.name].build(params, data_seed)

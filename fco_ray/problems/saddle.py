@@ -243,6 +243,11 @@ class BilinearL1Params(ProblemParams):
     clients: int = Field(100, ge=1)
     noise: float = Field(0.1, ge=0, allow_inf_nan=False, description="sigma of the per-call gradient noise")
 
+    def estimated_bytes(self):
+        # the shared matrix A, and per client a placeholder row and a size
+        return {f"the matrix A (problem.n={self.n} x problem.m={self.m} floats)": 8 * self.n * self.m,
+                f"the clients (problem.clients={self.clients} x 16 bytes)": 16 * self.clients}
+
 
 class BilinearNuclearParams(BilinearL1Params):
     """E5 nuclear bilinear saddle problem; defaults: A 300 x 600, X 600 x 20, Y and B 300 x 20,

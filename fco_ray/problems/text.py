@@ -332,6 +332,16 @@ class SparseTextLogReg(Problem):
 
 
 # ---- config --------------------------------------------------------------------------------
+def _mean_size(low: int, high: int, a: float) -> float:
+    """Mean of the Pareto(a) law truncated to [low, high] (text_generator.power_law_sizes)."""
+    if low == high:
+        return float(low)
+    tail = (low / high) ** a
+    if a == 1:
+        return low * np.log(high / low) / (1 - tail)
+    return low**a * a / (a - 1) * (low ** (1 - a) - high ** (1 - a)) / (1 - tail)
+
+
 class SparseTextParams(ProblemParams):
     """E7 (Konecny et al. 2016, Fig. 2). Defaults: a generated stand-in for the paper's
     (non-public) data: 10,000 authors with 75..9,000 posts each (power law), d = 20,000
@@ -363,6 +373,20 @@ class SparseTextParams(ProblemParams):
     test_path: str | None = Field(None, description="LIBSVM test file; None = split test_fraction")
     node_column: str | int = Field("qid", description="'qid' or the feature column holding node ids")
     group_file: str | None = Field(None, description="one node id per training line (overrides node_column)")
+
+    def estimated_bytes(self):
+        if self.dataset != "generated":
+            return None  # bounded by the LIBSVM file, read line by line
+        # sizes are floored draws: at least the mean less one
+        docs = self.clients * max(_mean_size(self.min_samples, self.max_samples, self.size_exponent) - 1,
+                                  self.min_samples)
+        docs /= 1 - self.test_fraction
+        # sparse rows: a float64 value and an int32 index per word, kept in two copies
+        return {f"the documents (problem.clients={self.clients} x about {docs / self.clients:,.0f} "
+                f"x problem.words_per_doc={self.words_per_doc:g} words, 12 bytes each, twice)":
+                int(2 * 12 * docs * self.words_per_doc),
+                f"the topics (problem.topics={self.topics} x problem.dim={self.dim} floats)":
+                8 * self.topics * self.dim}
 
     @model_validator(mode="after")
     def _check(self):

@@ -20,6 +20,7 @@ from ray import tune
 from ray.tune.result import AUTO_RESULT_KEYS
 
 from ..progress import progress_text
+from ..checkpoint import FILE as STATE_FILE
 from ..tracking import Store, SweepLog, TrackingUnavailable, run_label
 from .schema import FIXED_POINT_KEYS, Sweep
 from .trainable import member_key
@@ -29,7 +30,8 @@ PROGRESS_SECONDS = 10.0  # how often running trials are shown (a fast trial ends
 
 def metrics_row(result: dict) -> dict:
     """The engine's metrics row inside a Tune result (without Tune's bookkeeping)."""
-    skip = set(AUTO_RESULT_KEYS) | {"status", "members", "ended"}
+    # members / ended: a fused group's rows; replayed: rows a restored trial reports again
+    skip = set(AUTO_RESULT_KEYS) | {"status", "members", "ended", "replayed"}
     return {k: v for k, v in result.items() if k not in skip}
 
 
@@ -115,6 +117,8 @@ class MLflowLogger(tune.Callback):
         if state is None:
             return
         with checkpoint.as_directory() as folder:
+            if (Path(folder) / STATE_FILE).is_file():
+                return  # a state checkpoint for reruns (fco_ray.checkpoint), no artifacts
             for j, key in enumerate(state["keys"]):
                 where = Path(folder) / str(j) if len(state["keys"]) > 1 else Path(folder)
                 if key in state["open"] and where.is_dir():

@@ -3,9 +3,9 @@
 Faults: the tracking store is checked before Ray starts (`tracking.check_store`): an
 unreachable store fails the sweep before any trial runs; a store lost later stops the
 sweep with the `--resume` command, which reruns the unfinished trials and logs what is
-missing. A trial whose process fails (killed, node lost, an error) is rerun by Tune from
-round 0, at most `tune.max_failures` times: a rerun with the same seed recomputes the same
-rows, and its MLflow child run continues after the last round it logged.
+missing. A trial whose process fails (killed, node lost, an error) is rerun by Tune, at
+most `tune.max_failures` times, from its last checkpoint (round 0 if none): it computes
+the same rows as before, and its MLflow child run continues after the last round it logged.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from ray.tune.search import BasicVariantGenerator
 
 from ..cluster import connect, disconnect
 from ..errors import ConfigError
+from ..files import check_private_tree
 from ..tracking import Store, SweepLog, TrackingUnavailable, check_store
 from .logging import MLflowLogger, tune_loggers
 from .schema import Sweep, load_sweep
@@ -66,6 +67,8 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
     exp_dir = root / sweep.name
     resolved = yaml.safe_dump(sweep.spec.model_dump(mode="json"), sort_keys=True)
     if resume:
+        if exp_dir.exists():  # Tune restores its state by unpickling: only our own files
+            check_private_tree(exp_dir, "--resume")
         if not tune.Tuner.can_restore(str(exp_dir)):
             raise ConfigError(f"--resume: no sweep state to resume at {exp_dir} "
                               "(run without --resume, or pass the --storage it used)")
@@ -74,6 +77,7 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             raise ConfigError(f"--resume: {path} (with these --set values) differs from the "
                               f"sweep being resumed ({kept}); resume with the same file and values")
     check_store(sweep.tracking_uri)  # fail fast: before Ray starts and any trial runs
+    _make_storage_dir(root)  # and before the MLflow parent run exists
     connection = connect()  # the cluster at RAY_ADDRESS, else a new local one on loopback
     try:
         store = Store(sweep.tracking_uri)
@@ -93,6 +97,8 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                                run_config=tune.RunConfig(
                                    name=sweep.name, storage_path=str(root),
                                    callbacks=[logger, *tune_loggers()], verbose=0,
+                                   # a rerun needs only the latest state of its trial
+                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
                                    failure_config=tune.FailureConfig(
                                        max_failures=sweep.spec.tune.max_failures)))
             exp_dir.mkdir(parents=True, exist_ok=True)
@@ -118,6 +124,21 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                             results.num_errors, best)
     finally:
         disconnect(connection)
+
+
+def _make_storage_dir(root: Path) -> None:
+    """Create Tune's storage directory now: one that cannot be (a file, no permission)
+    fails here, before Ray starts and before the sweep's MLflow parent run exists."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"--storage {root}: not a directory") from None
+    except OSError as e:
+        raise ConfigError(f"--storage {root}: cannot be created ({e.strerror or e})") from None
+    if not root.is_dir():
+        raise ConfigError(f"--storage {root}: not a directory")
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise ConfigError(f"--storage {root}: not writable")
 
 
 @contextmanager

@@ -28,8 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..algorithms import ALGORITHMS
 from ..checks import check_clients
 from ..config import RunConfig, apply_overrides, load_yaml, parse_run, validate_model
-from ..errors import ConfigError
+from ..errors import ConfigError, short_repr
 from ..problems import build_problem
+from ..strict import no_bool_numbers
 from ..tracking import default_uri
 
 FIXED_POINT_KEYS = ("algorithm.name", "seed")  # set by `algorithms` and `seeds`, not `search`
@@ -37,6 +38,7 @@ FIXED_POINT_KEYS = ("algorithm.name", "seed")  # set by `algorithms` and `seeds`
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _no_bools = model_validator(mode="before")(no_bool_numbers)  # `seeds: [yes]` is an error
 
 
 class Distribution(_Strict):
@@ -105,7 +107,10 @@ class TuneSettings(_Strict):
     reduction_factor: float = Field(3.0, gt=1)
     cpus_per_trial: float = Field(1.0, gt=0, description="CPUs of the trial's own process")
     max_failures: int = Field(2, ge=0, description="reruns of a trial whose process failed "
-                              "(killed, node lost, error); each rerun starts from round 0")
+                              "(killed, node lost, error); each resumes from its last checkpoint")
+    checkpoint_every: int | None = Field(None, ge=0, description="rounds between trial "
+                                         "checkpoints (a multiple of eval_every); 0 = none; "
+                                         "default: about a tenth of the rounds")
     fuse: bool = Field(True, description="run configurations that differ only in real-valued "
                        "hyperparameters of one algorithm as one fused Tune trial (fco_ray.fused)")
     fuse_max: int = Field(64, ge=1, description="configurations per fused trial at most")
@@ -147,6 +152,13 @@ class SweepFile(_Strict):
                              f"{sorted(ALGORITHMS)}")
         if any(s < 0 for s in self.seeds):
             raise ValueError(f"seeds must be >= 0, got {self.seeds}")
+        every = self.tune.checkpoint_every
+        if every and every % self.eval_every:
+            raise ValueError(f"tune.checkpoint_every must be a multiple of eval_every "
+                             f"({self.eval_every}): checkpoints go with evaluated rounds; got {every}")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct (a repeated seed repeats the same trial), "
+                             f"got {self.seeds}")
         searched = {*self.search.grid, *self.search.random}
         for entry in [self.algorithm, *(a for a in self.algorithms if isinstance(a, dict))]:
             fixed = sorted(f"algorithm.{k}" for k in entry if f"algorithm.{k}" in searched)
@@ -311,6 +323,15 @@ class Sweep:
         """The validated run config of one trial."""
         return parse_run(self.trial_config(point))
 
+    def checkpoint_every(self, rounds: int) -> int:
+        """Rounds between a trial's checkpoints: `tune.checkpoint_every`, or the multiple of
+        eval_every nearest a tenth of the trial's rounds (0: no checkpoints)."""
+        every = self.spec.tune.checkpoint_every
+        if every is not None:
+            return every
+        step = self.spec.eval_every
+        return max(step, round(rounds / 10 / step) * step)
+
     def final_report(self, metrics: dict, rnd: int, status: str) -> dict:
         """The last Tune result of a trial; a diverged trial gets the worst metric value."""
         report = {**metrics, "round": rnd, "timesteps_total": rnd, "status": status}
@@ -352,7 +373,24 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
         by_problem.setdefault(key, []).append((point, cfg))
     for trials in by_problem.values():
         _check_against_problem(sweep, trials, path)
+    _check_report(spec, path)
     return sweep
+
+
+def _check_report(spec: SweepFile, path: Path) -> None:
+    """The dashboard the end-of-sweep report will use must exist and be valid now, not
+    after the whole sweep has run."""
+    if spec.report is False:
+        return
+    if spec.report is not None and not isinstance(spec.report, (str, bool)):
+        raise ConfigError(f"{path}: report: expected a dashboard name or path, or false (no "
+                          f"report at the end of the sweep), got {short_repr(spec.report)}")
+    from ..report.dashboard import find_dashboard
+
+    try:
+        find_dashboard(spec.report if isinstance(spec.report, str) else None, spec.problem.get("name"))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
 
 
 def point_text(point: dict) -> str:

@@ -7,18 +7,30 @@ trial ends with a last report whose metric is the worst value, so it ranks last.
 A finished trial's last report carries a Tune checkpoint holding its artifacts
 (`fco_ray.artifacts`: the final model as `model.npz`, E6's attack as `attack.png`), which
 the driver's MLflow logger attaches to the trial's run.
+
+Checkpoints: every `Sweep.checkpoint_every` rounds a report also carries the run's state
+(`tune.Checkpoint` of a directory with fco_ray.checkpoint's `state.npz`, a fused group's
+stacked state included); a trial that Tune reruns after its process failed (killed, node
+lost) gets it back from `tune.get_checkpoint` and continues from that round with the
+numbers an uninterrupted run computes, after reporting again the results up to there
+(kept in the checkpoint, marked `replayed`: the driver may have died before logging them;
+the MLflow logger skips rounds it already has). Algorithms with state on the clients
+(CoCoA+ duals) do not checkpoint and rerun from round 0.
 """
 from __future__ import annotations
 
 import json
 import logging
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 from ray import tune
 
+from ..algorithms import ALGORITHMS
 from ..artifacts import trial_artifacts
+from ..checkpoint import Snapshot, load_snapshot, save_snapshot
 from ..grid import run_group
 from ..backends.ray_backend import STRATEGIES
 from ..config import BackendConfig
@@ -80,22 +92,41 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
         return
     configs = [sweep.run_config(p) for p in points]
     rounds = configs[0].rounds
-    last = {"round": 0, "rows": None}
+    stateless = not any(ALGORITHMS[c.algorithm.name].client_state for c in configs)
+    start = _restored() if stateless else None  # a rerun continues from its checkpoint
+    last = {"round": start.round if start else 0, "rows": None}
     ended: list[int] = []  # diverged configurations not yet reported
+    reported = list(start.records) if start else []  # this trial's results so far
+    for result in reported:  # again: the driver may have died before logging them
+        tune.report({**result, "replayed": True})  # (its logger skips rounds it has)
+    pending: list[Snapshot] = []  # the state of the round about to be reported
 
     def on_round(rnd: int, rows: dict, diverged: list) -> None:
         ended.extend(diverged)
+        snapshot = pending.pop() if pending else None
         if not rows:
             return  # only news of divergence: it goes with the next (or the last) report
         last["round"] = rnd
         if rnd == rounds:
             last["rows"] = rows  # reported below, with the models
             return
-        tune.report(_report(sweep, rnd, rows, ended, "running", size))
+        result = _report(sweep, rnd, rows, ended, "running", size)
         ended.clear()
+        reported.append(result)
+        if snapshot is None or snapshot.round != rnd:
+            tune.report(result)
+            return
+        with tempfile.TemporaryDirectory(prefix="fco-state-") as folder:
+            save_snapshot(folder, replace(snapshot, records=reported))
+            tune.report(result, checkpoint=tune.Checkpoint.from_directory(folder))  # copied
 
+    def hold(snapshot: Snapshot) -> None:  # called just before that round's on_round
+        pending[:] = [snapshot]
+
+    every = sweep.checkpoint_every(rounds) if stateless else 0
     try:
-        outcome = run_group(configs, on_round)
+        outcome = run_group(configs, on_round, start=start, checkpoint_every=every,
+                            on_checkpoint=hold)
     except np.linalg.LinAlgError:
         # an SVD of a non-finite client iterate (nuclear prox) fails before the engine
         # sees the non-finite values: that is divergence too
@@ -114,6 +145,15 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
             folder.mkdir(exist_ok=True)
             trial_artifacts(configs[j], model, folder)
         tune.report(final, checkpoint=tune.Checkpoint.from_directory(tmp))
+
+
+def _restored() -> Snapshot | None:
+    """The state of this trial's last checkpoint, if Tune is rerunning it (None: round 0)."""
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        return None
+    with checkpoint.as_directory() as folder:
+        return load_snapshot(folder)
 
 
 def _report(sweep: Sweep, rnd: int, rows: dict, ended: list, status: str, size: int) -> dict:

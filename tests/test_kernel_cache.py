@@ -1,0 +1,60 @@
+"""`import fco_ray` where numba has no writable cache directory (a read-only install, an
+unwritable HOME): the kernels fall back to a private temporary cache, or to none, and give
+the same numbers (README "Reliability"). Root writes anywhere, so "not writable" is made
+with paths that cannot be directories: HOME=/dev/null, and a `__pycache__` that is a file."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import fco_ray
+from fco_ray.kernels import keyed_bits
+
+PACKAGE = Path(fco_ray.__file__).resolve().parent
+
+PROBE = """
+import sys, tempfile
+if sys.argv[1] == "no-temp":
+    def refuse(*args, **kwargs):
+        raise PermissionError("no temporary directory")
+    tempfile.mkdtemp = refuse
+import numba, numpy as np
+import fco_ray
+from fco_ray import kernels
+print(kernels.CACHE, numba.config.CACHE_DIR or "-")
+print(kernels.keyed_bits(7, 2, 3, 4, np.arange(5, dtype=np.uint64), 3).tolist())
+"""
+
+
+def _readonly_copy(tmp_path: Path) -> Path:
+    root = tmp_path / "site"
+    shutil.copytree(PACKAGE, root / "fco_ray", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in [root / "fco_ray", *(p for p in (root / "fco_ray").rglob("*") if p.is_dir())]:
+        (folder / "__pycache__").write_text("")  # numba cannot create its in-tree cache here
+    return root
+
+
+def _run(tmp_path: Path, mode: str):
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    env.update(HOME="/dev/null", PYTHONPATH=str(_readonly_copy(tmp_path)))
+    done = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = done.stdout.splitlines()[-2:]
+    return first.split(), np.array(json.loads(second), dtype=np.uint64)
+
+
+def test_import_without_writable_cache_uses_a_private_temporary_one(tmp_path):
+    (cache, where), bits = _run(tmp_path, "temp")
+    assert cache == "True" and Path(where).name.startswith("fco-ray-numba-")
+    assert np.array_equal(bits, keyed_bits(7, 2, 3, 4, np.arange(5, dtype=np.uint64), 3))
+
+
+def test_import_without_any_cache_directory_compiles_without_cache(tmp_path):
+    (cache, where), bits = _run(tmp_path, "no-temp")
+    assert cache == "False" and where == "-"
+    assert np.array_equal(bits, keyed_bits(7, 2, 3, 4, np.arange(5, dtype=np.uint64), 3))
