@@ -39,6 +39,7 @@ def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, 
     every metric row up to the last finite one.
     """
     result = RunResult()
+    backend.start_run()  # client state (Algorithm.client_state) of an earlier run is dropped
     state = algorithm.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
     comm = {"floats_up": 0.0, "floats_down": 0.0}
 

@@ -84,3 +84,19 @@ class Algorithm(abc.ABC):
     def extra_outputs(self, problem: Problem, state: State) -> dict[str, Params]:
         """Other models to evaluate, by metric-name suffix (e.g. the ergodic average)."""
         return {}
+
+    # ---- optional protocol extensions ---------------------------------------------------
+    #: `client_update` returns its messages already summed over its clients with their
+    #: `client_weights` (arrays without the client axis): a compiled kernel can then add
+    #: every client's weighted message into one vector instead of a (clients, ...) stack.
+    presummed: ClassVar[bool] = False
+    #: the algorithm keeps per-client state between rounds (e.g. CoCoA+'s dual variables).
+    #: The backend stores it per (run, client) next to the client's data, makes it with
+    #: `init_client_state` at a client's first round of a run, and passes it to
+    #: `client_update(problem, payload, rows, key, client_state)`, which returns
+    #: `(messages, new_client_state)`; `client_state` is a list, one entry per row.
+    client_state: ClassVar[bool] = False
+
+    def init_client_state(self, problem: Problem, rows: np.ndarray) -> list:
+        """Initial state of the clients `rows` (one entry each) of a new run."""
+        raise NotImplementedError(f"algorithm {self.name!r} keeps no client state")

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_files
 
-from ..problems.text import SparseNodes, as_pm1
+from .stores import SparseNodes, as_pm1
 from ..random import generator
 
 SPLIT_TAG = 0x5B17
