@@ -79,6 +79,22 @@ def gradient_sum(data, indices, indptr, y, offsets, nodes, coef, w, out):
                 out[indices[p]] += a * data[p]
 
 
+# columns of the per-feature state of `svrg_passes`: one 64-byte row per feature, so a visit
+# reads and writes one cache line instead of one line in each of eight length-d arrays
+_U, _ANCHOR, _HD, _HDC, _C, _LOG, _HS, _LAST = range(8)
+
+
+@njit(cache=True, inline="always")
+def _catch_up(state, j, steps):
+    """Apply `steps` skipped steps u <- (1 - c) u - h drift to feature j at once:
+    u <- (1 - c)^m u - (h drift / c)(1 - (1 - c)^m), (1 - c)^m = 1 + expm1(m log1p(-c))."""
+    if steps == 1:
+        state[j, _U] = (1.0 - state[j, _C]) * state[j, _U] - state[j, _HD]
+    elif steps > 1:
+        e = math.expm1(steps * state[j, _LOG])
+        state[j, _U] = (1.0 + e) * state[j, _U] + state[j, _HDC] * e
+
+
 @njit(cache=True, fastmath={"contract"})
 def svrg_passes(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream, replace,
                 steps, h, coef, lam, mu, eta, passes, w, g, out):
@@ -94,17 +110,14 @@ def svrg_passes(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd,
     grad f_i(v) - grad f_i(a) = (l_i'(<x_i, v>) - l_i'(<x_i, a>)) x_i + lam (v - a).
     Pass 1: a = w, drift = eta g. After a pass (DANE's inexact solver), a <- the pass's
     result and drift <- grad F_k(a) - grad F_k(w) + eta g + mu (a - w).
+    Between visits feature j follows u <- (1 - c) u - h drift_j (u = v - a, c = h (s lam + mu)):
+    `_catch_up`. State per support feature j: u (caught up to step `last`), a - w, h drift,
+    h drift / c, c, log1p(-c), h s, last (`_U` .. `_LAST`).
     """
     d = w.size
     scaled = scale.size > 0
-    u = np.zeros(d)  # v - a on the support, caught up to step last[j]
-    anchor = np.zeros(d)  # a - w on the support
-    drift = np.zeros(d)
-    grad_diff = np.zeros(d)
-    s_j = np.ones(d)
-    c_j = np.zeros(d)
-    log_j = np.zeros(d)  # log1p(-c_j)
-    last = np.zeros(d, np.int64)
+    state = np.zeros((d, 8))
+    drift = np.zeros(d)  # DANE's next drift, on the support
     mark = np.full(d, -1, np.int64)
     support = np.empty(d, np.int64)
     longest = 0
@@ -124,71 +137,64 @@ def svrg_passes(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd,
                     mark[j] = t
                     support[count] = j
                     count += 1
-                    anchor[j] = 0.0
-                    drift[j] = eta * g[j]
-                    s_j[j] = scale[p] if scaled else 1.0
+                    s = scale[p] if scaled else 1.0
+                    state[j, _ANCHOR] = 0.0
+                    state[j, _HD] = hk * (eta * g[j])
+                    state[j, _HS] = hk * s
+                    state[j, _C] = hk * (s * lam + mu)
+                    state[j, _LOG] = math.log1p(-state[j, _C])
         alpha, beta = 0.0, eta  # off the support: a - w = alpha g, drift = beta g
         c0 = hk * (lam + mu)
         for ps in range(passes):
             _order(key_prefix(seed, rnd, ps, stream), ids[t], size, m, replace, order)
             for q in range(count):
                 j = support[q]
-                u[j] = 0.0
-                last[j] = 0
-                c_j[j] = hk * (s_j[j] * lam + mu)
-                log_j[j] = math.log1p(-c_j[j])
+                state[j, _U] = 0.0
+                state[j, _LAST] = 0.0
+                state[j, _HDC] = state[j, _HD] / state[j, _C]
             for st in range(m):
                 i = r0 + order[st]
                 z = 0.0
                 za = 0.0
                 for p in range(indptr[i], indptr[i + 1]):
                     j = indices[p]
-                    gap = st - last[j]
-                    if gap > 0:
-                        e = math.expm1(gap * log_j[j])
-                        u[j] = (1.0 + e) * u[j] + hk * drift[j] * e / c_j[j]
-                    a = w[j] + anchor[j]
+                    _catch_up(state, j, st - state[j, _LAST])
+                    a = w[j] + state[j, _ANCHOR]
                     za += data[p] * a
-                    z += data[p] * (a + u[j])
+                    z += data[p] * (a + state[j, _U])
                 dl = _dloss(z, y[i]) - _dloss(za, y[i])
                 for p in range(indptr[i], indptr[i + 1]):
                     j = indices[p]
-                    u[j] = (1.0 - c_j[j]) * u[j] - hk * drift[j] - hk * s_j[j] * data[p] * dl
-                    last[j] = st + 1
+                    state[j, _U] = ((1.0 - state[j, _C]) * state[j, _U] - state[j, _HD]
+                                    - state[j, _HS] * data[p] * dl)
+                    state[j, _LAST] = st + 1
             for q in range(count):
                 j = support[q]
-                gap = m - last[j]
-                if gap > 0:
-                    e = math.expm1(gap * log_j[j])
-                    u[j] = (1.0 + e) * u[j] + hk * drift[j] * e / c_j[j]
-            gamma = hk * beta * math.expm1(m * math.log1p(-c0)) / c0  # off-support u / g
+                _catch_up(state, j, m - state[j, _LAST])
+                state[j, _ANCHOR] += state[j, _U]
+            alpha += hk * beta * math.expm1(m * math.log1p(-c0)) / c0  # off-support u / g
             if ps + 1 < passes:
-                # grad F_k(a_new) - grad F_k(w) on the support, loss part: (1/n_k) sum_i ...
+                # the next drift: grad F_k(a) - grad F_k(w) + eta g + mu (a - w), where the
+                # loss part of grad F_k(a) - grad F_k(w) is (1/n_k) sum_i (l_i'(a) - l_i'(w)) x_i
                 for q in range(count):
-                    grad_diff[support[q]] = 0.0
+                    drift[support[q]] = 0.0
                 for i in range(r0, r1):
                     z = 0.0
                     z0 = 0.0
                     for p in range(indptr[i], indptr[i + 1]):
                         j = indices[p]
                         z0 += data[p] * w[j]
-                        z += data[p] * (w[j] + anchor[j] + u[j])
+                        z += data[p] * (w[j] + state[j, _ANCHOR])
                     a = (_dloss(z, y[i]) - _dloss(z0, y[i])) / size
                     for p in range(indptr[i], indptr[i + 1]):
-                        grad_diff[indices[p]] += a * data[p]
+                        drift[indices[p]] += a * data[p]
                 for q in range(count):
                     j = support[q]
-                    anchor[j] += u[j]
-                    drift[j] = grad_diff[j] + (lam + mu) * anchor[j] + eta * g[j]
-                alpha += gamma
+                    state[j, _HD] = hk * (drift[j] + (lam + mu) * state[j, _ANCHOR] + eta * g[j])
                 beta = eta + (lam + mu) * alpha
-            else:
-                for q in range(count):
-                    anchor[support[q]] += u[support[q]]
-                alpha += gamma
         for q in range(count):
             j = support[q]
-            out[j] += coef[t] * (anchor[j] - alpha * g[j])
+            out[j] += coef[t] * (state[j, _ANCHOR] - alpha * g[j])
         total_alpha += coef[t] * alpha
     return total_alpha
 
