@@ -291,6 +291,21 @@ def sdca_passes(data, indices, indptr, y, offsets, nodes, ids, seed, rnd, stream
 
 
 @njit(cache=True)
+def sparsity_scalings(indices, indptr, offsets, d):
+    """FSVRG's s_k^j = (n^j n_k) / (n n_k^j) at every stored nonzero, and omega^j, from the
+    nonzero pattern: n^j samples with feature j, n_k^j those on node k (the nonzero's node),
+    omega^j nodes with feature j. Two passes over the indices."""
+    n_j, n_kj, omega = sparsity_counts(indices, indptr, offsets, d)
+    n = offsets[-1]
+    s = np.empty(indices.size)
+    for k in range(offsets.size - 1):
+        n_k = offsets[k + 1] - offsets[k]
+        for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
+            s[p] = np.float64(n_j[indices[p]] * n_k) / np.float64(n * n_kj[p])
+    return s, omega
+
+
+@njit(cache=True)
 def sparsity_counts(indices, indptr, offsets, d):
     """FSVRG's counts from the nonzero pattern, one pass per node: n^j (samples with feature
     j), n_k^j at every stored nonzero (samples of its node with that feature) and omega^j
@@ -347,7 +362,14 @@ def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
             rank = min(i, dim - 1)
             words[q] = vocab[topic_of_doc[r], rank] if topical[t + q] else rank
         t += n
-        row = np.sort(words[:n])
+        row = words[:n]
+        for q in range(1, n):  # insertion sort in place: documents are short
+            v = row[q]
+            b = q - 1
+            while b >= 0 and row[b] > v:
+                row[b + 1] = row[b]
+                b -= 1
+            row[b + 1] = v
         start = nnz
         for q in range(n):
             if q > 0 and row[q] == row[q - 1]:

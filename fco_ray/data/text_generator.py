@@ -75,7 +75,7 @@ def generate_text_nodes(*, seed: int, clients: int = 10000, min_samples: int = 7
 
     total = sizes + held
     ends = np.cumsum(total)
-    parts = {"train": [], "test": []}
+    parts = []  # per block: CSR values, column indices, nonzeros per row, labels, test mask
     first = 0
     while first < clients:  # blocks of whole nodes with about BLOCK_DOCS posts
         last = max(first + 1, int(np.searchsorted(ends, ends[first] - total[first] + BLOCK_DOCS, "right")))
@@ -86,24 +86,27 @@ def generate_text_nodes(*, seed: int, clients: int = 10000, min_samples: int = 7
         length = 1 + rng.poisson(words_per_doc - 1.0, len(node))
         tokens = int(length.sum())
         topical = rng.random(tokens) < topic_weight  # drawn first, then the Zipf ranks
-        x = sp.csr_matrix(kernels_sparse.bag_of_words(length, rng.random(tokens), topical, topic,
-                                                      cdf, guide, vocab), shape=(len(node), dim))
-        x.has_canonical_format = True  # sorted, distinct columns per row
+        data, indices, indptr = kernels_sparse.bag_of_words(length, rng.random(tokens), topical,
+                                                            topic, cdf, guide, vocab)
+        x = sp.csr_matrix((data, indices, indptr), shape=(len(node), dim))
         y = np.where(rng.random(len(node)) < expit(signal * (x @ w_true) + bias[node]), 1.0, -1.0)
         # within a node posts are exchangeable: its last held[k] posts are the test posts
         position = np.arange(len(node)) - np.repeat(np.cumsum(total[nodes]) - total[nodes], total[nodes])
-        is_test = position >= sizes[node]
-        for name, mask in (("train", ~is_test), ("test", is_test)):
-            rows = np.flatnonzero(mask)
-            parts[name].append((x[rows], y[rows]))
+        parts.append((data, indices, np.diff(indptr), y, position >= sizes[node]))
         first = nodes[-1] + 1
 
-    train = SparseNodes(sp.vstack([p[0] for p in parts["train"]], format="csr"),
-                        np.concatenate([p[1] for p in parts["train"]]), sizes)
+    # all posts in one CSR matrix (rows sorted, distinct columns), then train / test rows
+    indptr = np.concatenate([[0], np.cumsum(np.concatenate([p[2] for p in parts]))])
+    x = sp.csr_matrix((np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                       indptr), shape=(len(indptr) - 1, dim))
+    x.has_canonical_format = True
+    y, is_test = np.concatenate([p[3] for p in parts]), np.concatenate([p[4] for p in parts])
+    rows = np.flatnonzero(~is_test)
+    train = SparseNodes(x[rows], y[rows], sizes)
     if held.sum() == 0:
         return train, None
-    test_x = sp.vstack([p[0] for p in parts["test"]], format="csr")
-    return train, SparseNodes(test_x, np.concatenate([p[1] for p in parts["test"]]), [test_x.shape[0]])
+    rows = np.flatnonzero(is_test)
+    return train, SparseNodes(x[rows], y[rows], [len(rows)])
 
 
 def reshuffle_nodes(nodes: SparseNodes, seed: int) -> SparseNodes:

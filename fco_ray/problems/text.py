@@ -21,10 +21,11 @@ pooled training data (computed once, cached on the problem and on disk: `problem
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -51,10 +52,7 @@ def sparsity_scalings(nodes: SparseNodes) -> tuple[np.ndarray, np.ndarray]:
     phi_k^j = n_k^j / n_k, s_k^j = phi^j / phi_k^j (returned at every stored nonzero, where
     n_k^j >= 1); omega^j = #nodes with n_k^j >= 1, a^j = K / omega^j (1 where omega^j = 0).
     """
-    x, d = nodes.x, nodes.dim
-    n_j, n_kj, omega = K.sparsity_counts(x.indices, x.indptr, nodes.offsets, d)
-    node_size = np.repeat(np.repeat(nodes.sizes, nodes.sizes), np.diff(x.indptr))
-    s = (n_j[x.indices] * node_size) / (x.shape[0] * n_kj)
+    s, omega = K.sparsity_scalings(nodes.x.indices, nodes.x.indptr, nodes.offsets, nodes.dim)
     return s, np.where(omega > 0, nodes.num_clients / np.maximum(omega, 1), 1.0)
 
 
@@ -156,7 +154,9 @@ class SparseTextLogReg(Problem):
             raise ValueError(f"lam must be > 0, got {lam}")
         scale, aggregation = sparsity_scalings(train)
         shapes = {"w": (train.dim,)}
-        return cls(train=replace(train, scale=scale), val=test, shapes=shapes,
+        scaled = copy.copy(train)  # the caller's nodes stay as they are; no second validation
+        scaled.scale = scale
+        return cls(train=scaled, val=test, shapes=shapes,
                    psi=R.Blockwise({}, shapes), name=name, info=dict(info or {}), lam=lam,
                    total_samples=n, aggregation=aggregation)
 
