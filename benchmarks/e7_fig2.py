@@ -43,7 +43,8 @@ def parse_only(items: list[str]) -> dict[str, list[float]]:
     return out
 
 
-def plan(sweep: dict, only: dict[str, list[float]], twin: list[float]) -> list[tuple[str, float | None, bool]]:
+def plan(sweep: dict, only: dict[str, list[float]],
+         twin: list[float]) -> list[tuple[str, float | None, bool]]:
     grid = sweep.get("search", {}).get("grid", {}).get("algorithm.client_lr", [None])
     runs = []
     for name in sweep["algorithms"]:

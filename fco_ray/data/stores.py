@@ -152,7 +152,8 @@ class SparseNodes:
             self.x.sum_duplicates()  # sorted, unique column indices per row
             self.x.eliminate_zeros()  # stored entries = the nonzero pattern FSVRG counts
         if not np.all(np.isfinite(self.x.data)):
-            row = int(np.searchsorted(self.x.indptr, np.flatnonzero(~np.isfinite(self.x.data))[0], "right")) - 1
+            entry = np.flatnonzero(~np.isfinite(self.x.data))[0]
+            row = int(np.searchsorted(self.x.indptr, entry, "right")) - 1
             raise ValueError(f"SparseNodes: row {row} holds a non-finite value (NaN or inf)")
         self.sizes = np.asarray(self.sizes, dtype=np.int64)
         if self.sizes.ndim != 1 or len(self.sizes) == 0 or np.any(self.sizes < 1):
