@@ -13,8 +13,8 @@ next): exchange 1 returns the nodes' gradients, exchange 2 the local passes' res
 
 Aggregation. Every algorithm here weights node k's message by n_k (`client_weights`), so
 the gradient exchange yields sum_k (n_k/n) grad F_k = grad f. Uniform averages (naive FSVRG,
-DANE with `weighting: uniform`) weight node k's w_k - w^t by n_k * (1/n_k) and also send
-sum_k n_k (1/n_k) = K: the server divides the two means.
+DANE with `weighting: uniform`) sum the w_k - w^t with coefficient n_k (1/n_k) = 1 and send
+`norm` = sum_k n_k (1/n_k) = K beside them: the server divides the two means.
 
 Local work goes through the problem's "nodes" interface (`node_gradient_sum`,
 `node_pass_sum`, `node_sdca_sum`; `lam`, `aggregation`, `total_samples`, `node_sizes`):
