@@ -158,6 +158,28 @@ def figures(lines: list[dict], header: dict, folder: Path) -> None:
     plt.close(fig)
 
 
+def table(lines: list[dict], header: dict) -> str:
+    """Markdown: one row per run, methods in the figures' order, step sizes ascending."""
+    at = (1, 5, 10, 20, 30, 50)
+    target = header["opt_test_error"] + 0.01
+    rows = ["| method | h | rounds to test error <= OPT + 0.01 | "
+            + " | ".join(f"f - f* @ {r}" for r in at) + " | test error @ 10 / 30 / 50 | status | s / round |",
+            "|---|---:|---:|" + "---:|" * len(at) + "---|---|---:|"]
+    rank = {m: i for i, m in enumerate(("fsvrg", "fsvrgR", "gd", "fsvrg_naive", "dane", "cocoa_plus"))}
+    for r in sorted(lines, key=lambda r: (rank.get(r["algorithm"], 9), r["h"] or 0)):
+        sub = dict(zip(r["round"], r["suboptimality"]))
+        err = dict(zip(r["round"], r["test_error"]))
+        hit = [k for k, e in zip(r["round"], r["test_error"]) if e <= target]
+        cells = [f"{sub[k]:.3g}" if k in sub else "-" for k in at]
+        errs = " / ".join(f"{err[k]:.4f}" if k in err else "-" for k in (10, 30, 50))
+        rounds = max(r["round"])
+        h = "-" if r["h"] is None else f"{r['h']:g}"
+        rows.append(f"| {r['algorithm']} | {h} | "
+                    f"{hit[0] if hit else f'> {rounds}'} | " + " | ".join(cells)
+                    + f" | {errs} | {r['status']} | {r['seconds'] / max(rounds, 1):.1f} |")
+    return "\n".join(rows)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweep", default=str(ROOT / "sweeps" / "e7_fsvrg.yaml"))
@@ -179,6 +201,7 @@ def main() -> int:
     runs = [r for r in lines if r["kind"] == "run"]
     if headers and runs:
         figures(runs, headers[0], Path(args.figures))
+        print(table(runs, headers[0]))
     return 0
 
 
