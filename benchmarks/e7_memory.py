@@ -10,13 +10,15 @@ bytes the problem holds (CSR arrays, labels, FSVRG's per-nonzero scalings, test 
 bytes per nonzero, and the peak traced memory while generating it. A dense n x d float64
 matrix is shown for scale. At `--round-at` nodes it also runs one FSVRG round (both
 exchanges: node gradients, then the local passes) through the local backend and reports its
-time and traced peak: that peak is bounded by the chunk (chunk_size x d dense local models
-and messages, plus the chunk's visits), not by the total number of nodes.
+time and traced peak: the compiled per-node passes (`fco_ray.kernels_sparse`) keep O(d) state
+per call and add every node's weighted result into one length-d vector, so that peak is
+O(d + the chunk's nodes), neither O(chunk_size x d) nor growing with the number of nodes.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -79,7 +81,8 @@ def report(rows: list[dict], command: str) -> str:
         "# E7 memory: sparse text problem vs number of nonzeros", "",
         f"Command: `{command}`  ",
         f"Machine: {platform.machine()}, Python {platform.python_version()}, NumPy {np.__version__}; "
-        "shared with other jobs (timings are indicative).", "",
+        f"shared with other jobs (timings are indicative; load average at the end "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores).", "",
         "| nodes | samples n | nnz | held MiB | held bytes / nnz | build peak MiB | peak / nnz | "
         "dense n x d MiB | build s |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -97,9 +100,10 @@ def report(rows: list[dict], command: str) -> str:
         if "round_s" in r:
             lines += [f"One FSVRG round at {r['clients']:,} nodes (largest node {r['max_node']:,} "
                       f"samples; local backend, chunk_size {r['chunk_size']}): "
-                      f"{r['round_s']:.1f} s, traced peak {r['round_peak'] / MiB:,.0f} MiB above the "
-                      f"data ({r['round_peak'] / (r['chunk_size'] * r['d'] * 8):.1f} x one "
-                      f"chunk_size x d float64 block); iterate finite: {r['finite']}.", ""]
+                      f"{r['round_s']:.1f} s, traced peak {r['round_peak'] / MiB:,.1f} MiB above the "
+                      f"data ({r['round_peak'] / (r['d'] * 8):.0f} x one length-d float64 vector; "
+                      f"one chunk_size x d block would be {r['chunk_size'] * r['d'] * 8 / MiB:,.0f} MiB); "
+                      f"iterate finite: {r['finite']}.", ""]
     return "\n".join(lines) + "\n"
 
 

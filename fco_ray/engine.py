@@ -49,6 +49,7 @@ def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, 
     numbers as an uninterrupted run.
     """
     result = RunResult()
+    backend.start_run()  # client state (Algorithm.client_state) of an earlier run is dropped
     if start is None:
         state = algorithm.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
         comm, first = {"floats_up": 0.0, "floats_down": 0.0}, 0

@@ -212,6 +212,7 @@ def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds:
     rows by configuration index and the configurations that ended diverged since the last
     call. Checkpoints as in `engine.run_rounds`: the snapshot holds the stacked state of the
     configurations still running (`Snapshot.active`) and every configuration's bound."""
+    backend.start_run()  # as engine.run_rounds: no client state of an earlier run
     results = [RunResult() for _ in algorithms]
     announced: set[int] = set()  # diverged configurations already passed to on_round
     limits = [np.inf] * len(algorithms)  # train_loss above this ends a member (engine.run_rounds)

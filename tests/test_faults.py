@@ -160,8 +160,12 @@ def test_restarted_actor_that_lost_client_state_is_an_error(cluster):
     algorithm = ALGORITHMS["cocoa_plus"](ALGORITHMS["cocoa_plus"].Hyper(name="cocoa_plus"))
     backend = RayBackend(problem, actors=2, cpus_per_actor=0.5)
 
+    held = []
+
     def kill_at_round_2(row):
         if row["round"] == 2:
+            # the duals are in actor 1's own store for this run (not in the shard's data)
+            held.append(ray.get(backend.actors[1].holds_state.remote(backend.run)))
             os.kill(backend.stats()[1]["pid"], signal.SIGKILL)
 
     try:
@@ -171,6 +175,7 @@ def test_restarted_actor_that_lost_client_state_is_an_error(cluster):
                        on_eval=kill_at_round_2)
     finally:
         backend.close()
+    assert held == [True]
 
 
 # --- a trial process killed; a trial failing numerically ------------------------------------

@@ -1,5 +1,5 @@
-"""The house of imports has no circles: the module-level imports between fco_ray's modules
-form a directed acyclic graph (imports inside functions, which run late, are not counted)."""
+"""The house of imports has no circles: the imports between fco_ray's modules, at module
+level and inside functions alike, form a directed acyclic graph."""
 import ast
 from pathlib import Path
 
@@ -14,11 +14,11 @@ def module_name(path: Path) -> str:
 
 
 def imports(path: Path, modules: set[str]) -> set[str]:
-    """fco_ray modules imported at module level by the file (the most specific module named)."""
+    """fco_ray modules imported anywhere in the file (the most specific module named)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.parse(path.read_text()).body:  # top level only
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -315,3 +315,68 @@ def test_problem_config_errors_name_the_key(problem_cfg, match):
     with pytest.raises(ConfigError, match=match):
         fco_ray.run({"problem": {"name": "sparse_text_logreg", **problem_cfg},
                      "algorithm": {"name": "gd"}, "rounds": 1})
+
+
+# ---- reliability: bad data is a load error, a cached optimum is verified ------------------------
+@pytest.mark.parametrize("lines,match", [
+    (["1 qid:1 1:0.5", "0 qid:1 2:nan"], r"bad\.svm, line 2: .*not a finite number"),
+    (["1 qid:1 1:0.5", "# a comment", "", "0 qid:2 2:inf 3:1"], r"bad\.svm, line 4: .*not a finite number"),
+    (["1 qid:1 1:0.5", "nan qid:1 2:1"], r"bad\.svm, line 2: .*not a finite number"),
+    (["1 qid:1 1:0.5", "0 qid:2 2000000000:1"], r"bad\.svm, line 2: .*column 1999999999, out of "
+                                                 r"range: at most 16,777,216 features"),
+])
+def test_libsvm_non_finite_values_and_huge_indices_are_load_errors(tmp_path, lines, match):
+    path = write(tmp_path, "bad.svm", lines)
+    with pytest.raises(ValueError, match=match):
+        load_libsvm_problem_data(path, test_fraction=0.0)
+    with pytest.raises(ConfigError, match=match):  # CLI: exit 2, never a "diverged" run
+        fco_ray.run({"problem": {"name": "sparse_text_logreg", "dataset": "libsvm", "path": path},
+                     "algorithm": {"name": "gd"}, "rounds": 1})
+
+
+def test_a_wrong_cached_optimum_is_detected_and_solved_again(data, tmp_path, monkeypatch):
+    """A finite but wrong w* in the cache (stale file, another problem's solution) is not
+    trusted: its gradient norm is checked, a warning is raised and w* is solved again."""
+    from fco_ray.problems.text import OPTIMUM_GRAD_TOL, data_fingerprint
+
+    monkeypatch.setenv("FCO_RAY_CACHE", str(tmp_path))
+    problem = SparseTextLogReg.from_nodes(*data)
+    path = tmp_path / "optima" / f"{data_fingerprint(problem.train, problem.lam)}.npy"
+    path.parent.mkdir(parents=True)
+    planted = np.full(problem.train.dim, 0.01)
+    np.save(path, planted)
+    with pytest.warns(RuntimeWarning, match=r"cached optimum .* has \|\|grad f\|\| = .* solving again"):
+        opt = problem.optimum
+    assert opt.iterations > 0 and opt.grad_norm <= OPTIMUM_GRAD_TOL
+    assert not np.allclose(opt.w, planted)
+    np.testing.assert_array_equal(np.load(path), opt.w)  # the verified solution replaced it
+    again = SparseTextLogReg.from_nodes(*data).optimum
+    assert again.iterations == 0 and again.value == opt.value
+
+
+def test_data_stores_and_loaders_do_not_import_problems():
+    """data/ sits below problems/: no import circle (stores, loaders import no problem)."""
+    import ast
+    from pathlib import Path
+
+    for path in (Path(fco_ray.__file__).parent / "data").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):  # also imports inside functions
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [a.name for a in node.names]
+                assert not any("problems" in n for n in names), (path.name, ast.unparse(node))
+            elif isinstance(node, ast.Import):
+                assert not any("problems" in a.name for a in node.names), (path.name, ast.unparse(node))
+    from fco_ray import ClientData as top
+    from fco_ray.data.stores import ClientData, SparseNodes as stored
+    from fco_ray.problems.base import ClientData as old
+
+    assert top is ClientData is old and SparseNodes is stored
+
+
+def test_stores_share_one_protocol(data):
+    dense = fco_ray.ClientData.from_lists([{"x": np.ones((n, 3)), "y": np.zeros(n)} for n in (2, 5)])
+    for store in (dense, data[0]):
+        part = store.take([1, 0])
+        assert part.num_clients == 2 and list(part.sizes) == [store.sizes[1], store.sizes[0]]
+        assert store.max_samples == store.sizes.max() and store.bytes_per_sample > 0
+    assert dense.bytes_per_sample == 3 * 8 + 8

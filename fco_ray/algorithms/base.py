@@ -67,10 +67,6 @@ class Algorithm(abc.ABC):
     #: client exchanges per communication round (e.g. 2 for FSVRG: full gradient, then local
     #: passes); the state says which exchange comes next, metrics are taken after the last.
     exchanges_per_round: ClassVar[int] = 1
-    #: state kept on the clients between rounds (e.g. CoCoA+ duals): the server state alone
-    #: does not determine the run, so it cannot resume from a checkpoint (fco_ray.checkpoint)
-    client_state: ClassVar[bool] = False
-
     def __init__(self, hp: Hyper):
         self.hp = hp
 
@@ -111,3 +107,20 @@ class Algorithm(abc.ABC):
         """The suffixes `extra_outputs` uses (known without a state: for validating a sweep's
         metric before any run)."""
         return []
+
+    # ---- optional protocol extensions ---------------------------------------------------
+    #: `client_update` returns its messages already summed over its clients with their
+    #: `client_weights` (arrays without the client axis): a compiled kernel can then add
+    #: every client's weighted message into one vector instead of a (clients, ...) stack.
+    presummed: ClassVar[bool] = False
+    #: the algorithm keeps per-client state between rounds (e.g. CoCoA+'s dual variables).
+    #: The backend stores it per (run, client) next to the client's data, makes it with
+    #: `init_client_state` at a client's first round of a run, and passes it to
+    #: `client_update(problem, payload, rows, key, client_state)`, which returns
+    #: `(messages, new_client_state)`; `client_state` is a list, one entry per row. The
+    #: server state alone then does not determine the run: no checkpoints (fco_ray.checkpoint).
+    client_state: ClassVar[bool] = False
+
+    def init_client_state(self, problem: Problem, rows: np.ndarray) -> list:
+        """Initial state of the clients `rows` (one entry each) of a new run."""
+        raise NotImplementedError(f"algorithm {self.name!r} keeps no client state")

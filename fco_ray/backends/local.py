@@ -19,21 +19,49 @@ MIN_BLOCK = 8  # below this the per-block Python overhead outweighs the cache ga
 
 def block_size(algorithm, problem) -> int:
     """Clients per block: BLOCK_BYTES / (batch_size x bytes of one sample), at least MIN_BLOCK.
-    Without a batch size (full local passes) a client's whole data counts."""
+    A `presummed` algorithm streams its clients itself: one block. A fused group
+    (`rows_per_client` = G) stacks G rows per client: its blocks hold G times fewer clients."""
     train = problem.train
-    row = sum(v.nbytes for v in train.arrays.values()) / max(1, int(train.sizes.sum()))
-    batch = getattr(algorithm.hp, "batch_size", None) or int(train.sizes.max())
-    per_client = batch * row * getattr(algorithm, "rows_per_client", 1)  # a fused group: G rows
+    if algorithm.presummed:
+        return max(1, train.num_clients)
+    batch = getattr(algorithm.hp, "batch_size", None) or train.max_samples
+    per_client = batch * train.bytes_per_sample * getattr(algorithm, "rows_per_client", 1)
     return max(1 if per_client * MIN_BLOCK > BLOCK_BYTES else MIN_BLOCK,
-               int(BLOCK_BYTES // max(1.0, per_client)))
+               int(BLOCK_BYTES // max(1, per_client)))
 
 
-def weighted_sum(algorithm, problem, payload, rows, key: Key) -> tuple[dict, float]:
+class ClientStates:
+    """The per-client state of one run (`Algorithm.client_state`), by local client row:
+    made by the algorithm at a client's first round, replaced after every round."""
+
+    def __init__(self):
+        self.by_row: dict[int, object] = {}
+
+    def __len__(self) -> int:
+        return len(self.by_row)
+
+    def take(self, algorithm, problem, rows: np.ndarray) -> list:
+        new = [int(r) for r in rows if int(r) not in self.by_row]
+        if new:
+            self.by_row.update(zip(new, algorithm.init_client_state(problem, np.array(new, np.int64))))
+        return [self.by_row[int(r)] for r in rows]
+
+    def put(self, rows: np.ndarray, states: list) -> None:
+        if len(states) != len(rows):
+            raise ValueError(f"client_update returned {len(states)} client states for {len(rows)} clients")
+        self.by_row.update(zip((int(r) for r in rows), states))
+
+
+def weighted_sum(algorithm, problem, payload, rows, key: Key,
+                 states: ClientStates | None = None) -> tuple[dict, float]:
     """Sum over the clients `rows` of weight * message (the shard-level pre-aggregation),
     computed block by block (see BLOCK_BYTES). Client randomness is keyed by client id,
-    so blocking changes nothing but the order of the final sum."""
+    so blocking changes nothing but the order of the final sum. `states`: the run's client
+    states, for an algorithm with `client_state`."""
     rows = np.asarray(rows)
     ids = np.asarray(key.client_ids)
+    if algorithm.client_state and states is None:
+        raise ValueError(f"algorithm {algorithm.name!r} keeps client state: pass the run's ClientStates")
     # blocks of about block_size clients, of equal sizes (10 clients with a block size of 9
     # make one block, not 9 + 1); no rows: one empty block, as before blocking
     n = len(rows)
@@ -41,10 +69,17 @@ def weighted_sum(algorithm, problem, payload, rows, key: Key) -> tuple[dict, flo
     parts = []
     for i in range(blocks):
         part = slice(i * n // blocks, (i + 1) * n // blocks)
-        messages = algorithm.client_update(problem, payload, rows[part],
-                                           dataclasses.replace(key, client_ids=ids[part]))
+        block_key = dataclasses.replace(key, client_ids=ids[part])
+        if algorithm.client_state:
+            messages, new = algorithm.client_update(problem, payload, rows[part], block_key,
+                                                    states.take(algorithm, problem, rows[part]))
+            states.put(rows[part], new)
+        else:
+            messages = algorithm.client_update(problem, payload, rows[part], block_key)
         weights = algorithm.client_weights(problem, rows[part])
-        parts.append(({k: _weighted(weights, v) for k, v in messages.items()}, float(weights.sum())))
+        if not algorithm.presummed:
+            messages = {k: _weighted(weights, v) for k, v in messages.items()}
+        parts.append((messages, float(weights.sum())))
     return add_sums(parts)
 
 
@@ -72,14 +107,19 @@ class LocalBackend:
     def __init__(self, problem, chunk_size: int = 1024):
         self.problem = problem
         self.chunk_size = chunk_size
+        self.states = ClientStates()  # client state of the current run
+
+    def start_run(self) -> None:
+        """A new run begins: client state of an earlier run on this backend is dropped."""
+        self.states = ClientStates()
 
     def map_clients(self, algorithm, payload, client_ids: np.ndarray, key: Key) -> tuple[dict, float]:
         parts = []
         for start in range(0, len(client_ids), self.chunk_size):
             ids = client_ids[start:start + self.chunk_size]
             parts.append(weighted_sum(algorithm, self.problem, payload, ids,
-                                      Key(key.seed, key.round, ids)))
+                                      Key(key.seed, key.round, ids), self.states))
         return add_sums(parts)
 
     def close(self):
-        pass
+        self.states = ClientStates()

@@ -19,8 +19,10 @@ the data the backend keeps in the object store (`ray.put`, one ref per shard), a
 resubmits the interrupted call (`max_task_retries`). The algorithm travels by reference with
 every call, so a fresh actor fetches it itself. A call is a pure function of (algorithm,
 shard data, payload, ids, seed, round), so the redone round equals an undisturbed one.
-The exception is client-resident state that a run builds up on the actors (CoCoA+ duals):
-a restart loses it, and the backend raises instead of continuing with wrong numbers.
+The exception is client state (`Algorithm.client_state`, e.g. CoCoA+ duals), which each
+actor keeps in its own store next to its shard, keyed by the backend's run token (dropped
+when the next run starts or the backend closes): a restart loses it, and the backend
+raises instead of continuing with wrong numbers.
 An actor ended on purpose (`ray.kill`) or out of restarts is an error (RuntimeError).
 
 Resources: inside a Ray Tune trial that reserved a placement group (see `fco_ray.sweep.trainable.trial_bundles`),
@@ -31,6 +33,7 @@ backend reserves its own placement group of `actors` bundles {"CPU": cpus_per_ac
 from __future__ import annotations
 
 import os
+import uuid
 
 import numpy as np
 import ray
@@ -43,7 +46,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from .. import cluster
 from ..random import Key
-from .local import add_sums, weighted_sum
+from .local import ClientStates, add_sums, weighted_sum
 
 STRATEGIES = {"spread": "SPREAD", "pack": "PACK"}
 
@@ -76,6 +79,7 @@ class ShardWorker:
         self.chunk_size = chunk_size
         self.algorithm, self.algorithm_id = None, None
         self.received = 0  # bytes of the last round's arguments (payload + ids)
+        self.states: dict[str, ClientStates] = {}  # run token -> its client states
 
     def _use(self, algorithm_ref: list) -> None:
         """Fetch the algorithm when it is new to this actor (also after a restart).
@@ -84,10 +88,13 @@ class ShardWorker:
         if ref.hex() != self.algorithm_id:
             self.algorithm, self.algorithm_id = ray.get(ref), ref.hex()
 
-    def holds_state(self) -> bool:
-        """Whether an algorithm keeps state in this shard's data (e.g. CoCoA+ duals in
-        `train.memory`) that a restarted actor would not have."""
-        return bool(getattr(self.problem.train, "memory", None))
+    def holds_state(self, run: str) -> bool:
+        """Whether this actor holds client state of run `run` (a restarted actor has none)."""
+        return len(self.states.get(run, ())) > 0
+
+    def end_run(self, run: str) -> None:
+        """Drop the client state of run `run`."""
+        self.states.pop(run, None)
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """Local rows of the global client ids `ids` (all must be on this shard)."""
@@ -99,20 +106,21 @@ class ShardWorker:
         return rows
 
     def map_clients(self, algorithm_ref: list, payload: dict, ids: np.ndarray, seed: int,
-                    rnd: int) -> tuple[dict, float, int, bool]:
+                    rnd: int, run: str) -> tuple[dict, float, int, bool]:
         """sum_m p_m * message_m over this shard's clients `ids` (global), in chunks; plus
-        this process's pid and whether the shard now holds client state (see
+        this process's pid and whether it now holds client state of run `run` (see
         `RayBackend._check_restarts`)."""
         self._use(algorithm_ref)
         self.received = _nbytes(payload) + _nbytes(ids)
         rows = self.rows(ids)
+        states = self.states.setdefault(run, ClientStates()) if self.algorithm.client_state else None
         parts = []
         for start in range(0, len(ids), self.chunk_size):
             chunk = slice(start, start + self.chunk_size)
             parts.append(weighted_sum(self.algorithm, self.problem, payload, rows[chunk],
-                                      Key(seed, rnd, ids[chunk])))
+                                      Key(seed, rnd, ids[chunk]), states))
         sums, weight = add_sums(parts)
-        return sums, weight, os.getpid(), self.holds_state()
+        return sums, weight, os.getpid(), self.holds_state(run)
 
     def stats(self) -> dict:
         """What this actor holds: its clients, the bytes of their data, where it runs."""
@@ -166,6 +174,7 @@ class RayBackend:
         self.actors = []
         self._algorithm = self._algorithm_ref = None
         self._seen: dict[int, tuple[int, bool]] = {}  # actor -> (pid, held state) at its last call
+        self.run = uuid.uuid4().hex  # token of the current run's client state on the actors
         try:
             strategies = self._placement(n, cpus_per_actor, STRATEGIES[placement], placement_timeout_s)
             shards = np.array_split(np.arange(self.num_clients), n)
@@ -206,6 +215,12 @@ class RayBackend:
         return [PlacementGroupSchedulingStrategy(self.own_pg, placement_group_bundle_index=i)
                 for i in range(n)]
 
+    def start_run(self) -> None:
+        """A new run begins: the actors drop the previous run's client state."""
+        if any(held for _, held in self._seen.values()):
+            self._get([actor.end_run.remote(self.run) for actor in self.actors])
+        self.run, self._seen = uuid.uuid4().hex, {}
+
     def map_clients(self, algorithm, payload, client_ids: np.ndarray, key: Key) -> tuple[dict, float]:
         """sum_m p_m * message_m and sum_m p_m over the clients `client_ids`, shard by shard."""
         ids = np.asarray(client_ids)
@@ -219,7 +234,7 @@ class RayBackend:
         shared = payload if _nbytes(payload) <= INLINE_BYTES else ray.put(payload)
         called = np.unique(owner).tolist()
         calls = [self.actors[a].map_clients.remote([self._algorithm_ref], shared,
-                                                   ids[owner == a], key.seed, key.round)
+                                                   ids[owner == a], key.seed, key.round, self.run)
                  for a in called]
         results = self._get(calls)
         self._check_restarts(called, results)

@@ -19,10 +19,13 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_files
 
-from ..problems.text import SparseNodes, as_pm1
+from .stores import SparseNodes, as_pm1
 from ..random import generator
 
 SPLIT_TAG = 0x5B17
+#: largest accepted feature index + 1: a model is a dense length-d vector (16.8 M features
+#: = 134 MB per float64 copy); a bigger index is far more likely a corrupted file
+MAX_FEATURES = 1 << 24
 
 
 def _check_file(path, what: str) -> str:
@@ -43,6 +46,41 @@ def _drop_column(x: sp.csr_matrix, column: int, path: str) -> tuple[sp.csr_matri
     return sp.csr_matrix(x[:, keep]), ids.astype(np.int64)
 
 
+def _line_of(path: str, row: int) -> int:
+    """1-based line number of data row `row` of a LIBSVM file (scikit-learn's parser skips
+    blank lines and '#' comments)."""
+    seen = -1
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            if line.split(b"#", 1)[0].strip():
+                seen += 1
+                if seen == row:
+                    return number
+    return -1
+
+
+def _check_values(paths: list[str], loaded: list) -> None:
+    """Finite values and labels, and feature indices below MAX_FEATURES, in every file:
+    a ValueError naming the file and line otherwise (before anything of size d is made)."""
+    for path, x, y in zip(paths, loaded[0::3], loaded[1::3]):
+        x = sp.csr_matrix(x)
+        bad_rows = np.flatnonzero(~np.isfinite(y))
+        if not np.all(np.isfinite(x.data)):
+            entry = np.flatnonzero(~np.isfinite(x.data))[0]
+            bad_rows = np.append(bad_rows, np.searchsorted(x.indptr, entry, side="right") - 1)
+        if len(bad_rows):
+            row = int(bad_rows.min())
+            raise ValueError(f"{path}, line {_line_of(path, row)}: a label or feature value is not "
+                             "a finite number (NaN or inf)")
+        if x.shape[1] > MAX_FEATURES:
+            big = np.flatnonzero(x.indices >= MAX_FEATURES)
+            row = int(np.searchsorted(x.indptr, big[0], side="right") - 1) if len(big) else 0
+            column = int(x.indices[big[0]]) if len(big) else x.shape[1] - 1
+            raise ValueError(f"{path}, line {_line_of(path, row)}: a feature index maps to column "
+                             f"{column}, out of range: at most {MAX_FEATURES:,} features "
+                             f"(columns 0..{MAX_FEATURES - 1}) are accepted")
+
+
 def read_libsvm(path, *, node_column: str | int | None = "qid", test_path=None):
     """Read a training file (and optionally a test file with the same features).
 
@@ -57,6 +95,7 @@ def read_libsvm(path, *, node_column: str | int | None = "qid", test_path=None):
     except ValueError as e:
         raise ValueError(f"{' / '.join(paths)}: not a valid LIBSVM file: {e}") from None
     x, y, qid = loaded[0], loaded[1], loaded[2]
+    _check_values(paths, loaded)
     try:
         y = as_pm1(y)
         test = None if test_path is None else [loaded[3], as_pm1(loaded[4])]

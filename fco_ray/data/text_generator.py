@@ -24,10 +24,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
-from sklearn.preprocessing import normalize
 
-from ..problems.text import SparseNodes
+from .. import kernels_sparse
 from ..random import generator
+from .stores import SparseNodes
 
 DATA_TAG, SHUFFLE_TAG = 0x7E47, 0x5AFF
 BLOCK_DOCS = 200_000  # posts generated at once (bounds the token arrays' memory)
@@ -42,16 +42,14 @@ def power_law_sizes(rng: np.random.Generator, clients: int, min_samples: int, ma
     return np.clip(np.floor(x), min_samples, max_samples).astype(np.int64)
 
 
-def _word_sampler(rng, dim, topics, zipf_exponent):
+def _word_tables(rng, dim, topics, zipf_exponent):
+    """Zipf CDF over ranks, its guide table (see `kernels_sparse.bag_of_words`) and each
+    topic's rank -> word permutation."""
     cdf = np.cumsum((np.arange(dim) + 1.0) ** -zipf_exponent)
     cdf /= cdf[-1]
     vocab = np.argsort(rng.random((topics, dim)), axis=1).astype(np.int32)  # topic t: rank -> word
-
-    def draw(topic_of_token: np.ndarray, topical: np.ndarray) -> np.ndarray:
-        rank = np.minimum(np.searchsorted(cdf, rng.random(len(topic_of_token))), dim - 1)
-        return np.where(topical, vocab[topic_of_token, rank], rank)
-
-    return draw
+    guide = np.searchsorted(cdf, np.arange(dim) / dim, side="left")
+    return cdf, guide, vocab
 
 
 def generate_text_nodes(*, seed: int, clients: int = 10000, min_samples: int = 75,
@@ -73,11 +71,11 @@ def generate_text_nodes(*, seed: int, clients: int = 10000, min_samples: int = 7
     theta_cdf = np.cumsum(rng.dirichlet(np.full(topics, topic_concentration), size=clients), axis=1)
     bias = author_bias * rng.standard_normal(clients)
     w_true = rng.standard_normal(dim)
-    draw_words = _word_sampler(rng, dim, topics, zipf_exponent)
+    cdf, guide, vocab = _word_tables(rng, dim, topics, zipf_exponent)
 
     total = sizes + held
     ends = np.cumsum(total)
-    parts = {"train": [], "test": []}
+    parts = []  # per block: CSR values, column indices, nonzeros per row, labels, test mask
     first = 0
     while first < clients:  # blocks of whole nodes with about BLOCK_DOCS posts
         last = max(first + 1, int(np.searchsorted(ends, ends[first] - total[first] + BLOCK_DOCS, "right")))
@@ -86,26 +84,29 @@ def generate_text_nodes(*, seed: int, clients: int = 10000, min_samples: int = 7
         u = rng.random(len(node))
         topic = np.minimum((u[:, None] > theta_cdf[node]).sum(axis=1), topics - 1)
         length = 1 + rng.poisson(words_per_doc - 1.0, len(node))
-        doc = np.repeat(np.arange(len(node)), length)
-        words = draw_words(topic[doc], rng.random(len(doc)) < topic_weight)
-        x = sp.csr_matrix((np.ones(len(doc)), (doc, words)), shape=(len(node), dim))
-        x.sum_duplicates()
-        x = normalize(x, norm="l2", copy=False)
+        tokens = int(length.sum())
+        topical = rng.random(tokens) < topic_weight  # drawn first, then the Zipf ranks
+        data, indices, indptr = kernels_sparse.bag_of_words(length, rng.random(tokens), topical,
+                                                            topic, cdf, guide, vocab)
+        x = sp.csr_matrix((data, indices, indptr), shape=(len(node), dim))
         y = np.where(rng.random(len(node)) < expit(signal * (x @ w_true) + bias[node]), 1.0, -1.0)
         # within a node posts are exchangeable: its last held[k] posts are the test posts
         position = np.arange(len(node)) - np.repeat(np.cumsum(total[nodes]) - total[nodes], total[nodes])
-        is_test = position >= sizes[node]
-        for name, mask in (("train", ~is_test), ("test", is_test)):
-            rows = np.flatnonzero(mask)
-            parts[name].append((x[rows], y[rows]))
+        parts.append((data, indices, np.diff(indptr), y, position >= sizes[node]))
         first = nodes[-1] + 1
 
-    train = SparseNodes(sp.vstack([p[0] for p in parts["train"]], format="csr"),
-                        np.concatenate([p[1] for p in parts["train"]]), sizes)
+    # all posts in one CSR matrix (rows sorted, distinct columns), then train / test rows
+    indptr = np.concatenate([[0], np.cumsum(np.concatenate([p[2] for p in parts]))])
+    x = sp.csr_matrix((np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                       indptr), shape=(len(indptr) - 1, dim))
+    x.has_canonical_format = True
+    y, is_test = np.concatenate([p[3] for p in parts]), np.concatenate([p[4] for p in parts])
+    rows = np.flatnonzero(~is_test)
+    train = SparseNodes(x[rows], y[rows], sizes)
     if held.sum() == 0:
         return train, None
-    test_x = sp.vstack([p[0] for p in parts["test"]], format="csr")
-    return train, SparseNodes(test_x, np.concatenate([p[1] for p in parts["test"]]), [test_x.shape[0]])
+    rows = np.flatnonzero(is_test)
+    return train, SparseNodes(x[rows], y[rows], [len(rows)])
 
 
 def reshuffle_nodes(nodes: SparseNodes, seed: int) -> SparseNodes:

@@ -1,6 +1,7 @@
 """The Problem interface: federated data, stochastic gradients of a stack of clients, metrics.
 
-A problem owns its training clients' data as *stacked, padded* arrays: every array in
+A problem owns its training clients' data in a store (`fco_ray.data.stores`); the default
+store is *stacked, padded* arrays: every array in
 `ClientData.arrays` has shape `(clients, max_samples, ...)`, and `ClientData.sizes[c]` says
 how many leading rows of client `c` are real. Losses are averages with explicit per-sample
 weights (`weight`, summing to one per client), so unequal client sizes need no special case.
@@ -19,86 +20,22 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..data.stores import ClientData, ClientStore  # ClientData re-exported here for old imports
 from ..random import Key
 from ..regularizers import Blockwise
 from ..tree import Params
 
 
 @dataclass
-class ClientData:
-    """Stacked per-client arrays of shape (clients, max_samples, ...) plus true sizes."""
-
-    arrays: dict[str, np.ndarray]
-    sizes: np.ndarray
-
-    def __post_init__(self):
-        self.sizes = np.asarray(self.sizes, dtype=np.int64)
-        if self.sizes.ndim != 1 or len(self.sizes) == 0:
-            raise ValueError("ClientData.sizes must be a non-empty 1-D array of sample counts")
-        if np.any(self.sizes < 1):
-            raise ValueError(f"every client needs at least one sample, got sizes {self.sizes.min()}..")
-        for name, arr in self.arrays.items():
-            if arr.shape[:1] != self.sizes.shape or arr.shape[1] < self.sizes.max():
-                raise ValueError(
-                    f"data array {name!r} has shape {arr.shape}; expected "
-                    f"({len(self.sizes)}, >= {self.sizes.max()}, ...) for {len(self.sizes)} clients"
-                )
-
-    @classmethod
-    def from_lists(cls, per_client: list[dict[str, np.ndarray]]) -> "ClientData":
-        """Stack a list of per-client dicts of arrays (first axis = samples), padding with zeros."""
-        if not per_client:
-            raise ValueError("need at least one client")
-        names = list(per_client[0])
-        sizes = np.array([len(c[names[0]]) for c in per_client])
-        arrays = {}
-        for name in names:
-            first = np.asarray(per_client[0][name])
-            out = np.zeros((len(per_client), sizes.max()) + first.shape[1:], dtype=first.dtype)
-            for i, c in enumerate(per_client):
-                a = np.asarray(c[name])
-                if len(a) != sizes[i]:
-                    raise ValueError(f"client {i}: array {name!r} has {len(a)} rows, expected {sizes[i]}")
-                out[i, : len(a)] = a
-            arrays[name] = out
-        return cls(arrays, sizes)
-
-    @property
-    def num_clients(self) -> int:
-        return len(self.sizes)
-
-    @property
-    def max_samples(self) -> int:
-        return self.arrays[next(iter(self.arrays))].shape[1]
-
-    def take(self, rows) -> "ClientData":
-        rows = np.asarray(rows)
-        return ClientData({k: v[rows] for k, v in self.arrays.items()}, self.sizes[rows])
-
-    def gather(self, name: str, flat: np.ndarray) -> np.ndarray:
-        """Rows of array `name` at flat indices client * max_samples + sample: one flat take
-        is several times faster than 2-D fancy indexing."""
-        v = self.arrays[name]
-        return v.reshape((-1,) + v.shape[2:]).take(flat, axis=0)
-
-    def full_weights(self) -> np.ndarray:
-        """(clients, max_samples) weights 1/n_c on real rows, 0 on padding."""
-        n = self.arrays[next(iter(self.arrays))].shape[1]
-        mask = np.arange(n)[None, :] < self.sizes[:, None]
-        return mask / self.sizes[:, None]
-
-    def pooled(self) -> dict[str, np.ndarray]:
-        """All real samples of all clients concatenated (for reference solvers)."""
-        mask = np.arange(self.arrays[next(iter(self.arrays))].shape[1])[None, :] < self.sizes[:, None]
-        return {k: v[mask] for k, v in self.arrays.items()}
-
-
-@dataclass
 class Problem(abc.ABC):
-    """Base class. Subclasses set `name`, `shapes` and `psi`, and implement the hooks below."""
+    """Base class. Subclasses set `name`, `shapes` and `psi`, and implement the hooks below.
 
-    train: ClientData
-    val: ClientData | None
+    `train` is any `ClientStore` (`fco_ray.data.stores`); the default `minibatch` and
+    `full_loss_grad` below work on dense `ClientData`, a problem on another store (e.g.
+    `SparseNodes`) overrides them."""
+
+    train: ClientStore
+    val: ClientStore | None
     shapes: dict[str, tuple[int, ...]]
     psi: Blockwise
     name: str = "custom"

@@ -21,9 +21,11 @@ pooled training data (computed once, cached on the problem and on disk: `problem
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
-from dataclasses import dataclass, field, replace
+import warnings
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -34,108 +36,13 @@ from pydantic import Field, model_validator
 from scipy.optimize import minimize
 from scipy.special import expit
 
+from .. import kernels_sparse as K
 from .. import regularizers as R
-from ..random import Key
+from ..data.stores import SparseNodes, as_pm1, ranges  # noqa: F401  (as_pm1, ranges: old imports)
+from ..random import BATCH, PERMUTATION, Key
 from ..tree import Params
 from .registry import ProblemParams, register_problem
 from .base import Problem
-
-
-def as_pm1(y) -> np.ndarray:
-    """Labels as floats in {-1, +1}: {0, 1} maps 0 -> -1; anything else is an error."""
-    y = np.asarray(y, dtype=float).ravel()
-    values = set(np.unique(y).tolist())
-    if values <= {-1.0, 1.0}:
-        return y
-    if values <= {0.0, 1.0}:
-        return 2.0 * y - 1.0
-    shown = sorted(values)[:6]
-    raise ValueError(f"labels must be in {{-1, +1}} or {{0, 1}}, got values {shown}"
-                     f"{' ...' if len(values) > 6 else ''}")
-
-
-def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of arange(s, s + l) for every (s, l), without a Python loop."""
-    starts, lengths = np.asarray(starts, np.int64), np.asarray(lengths, np.int64)
-    ends = np.cumsum(lengths)
-    return np.repeat(starts - ends + lengths, lengths) + np.arange(ends[-1] if len(ends) else 0)
-
-
-@dataclass
-class SparseNodes:
-    """Per-node sparse data: CSR rows grouped by node (node k = rows offsets[k]:offsets[k+1]).
-
-    `scale` (optional) holds FSVRG's per-coordinate scaling s_k^j at every stored nonzero
-    (aligned with `x.data`), computed once from the whole training set, so that shards keep
-    the global statistics. `memory` is node-resident algorithm state (e.g. CoCoA+ duals,
-    indexed by row); a proper subset from `take` starts with an empty one.
-    """
-
-    x: sp.csr_matrix
-    y: np.ndarray
-    sizes: np.ndarray
-    scale: np.ndarray | None = None
-    memory: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def __post_init__(self):
-        if not sp.issparse(self.x):
-            raise ValueError(f"SparseNodes.x must be a scipy.sparse matrix, got {type(self.x).__name__}")
-        self.x = sp.csr_matrix(self.x, dtype=np.float64)
-        if not self.x.has_canonical_format or np.any(self.x.data == 0):
-            self.x = self.x.copy()  # the fixes below work in place: leave the caller's matrix alone
-            self.x.sum_duplicates()  # sorted, unique column indices per row
-            self.x.eliminate_zeros()  # stored entries = the nonzero pattern FSVRG counts
-        self.sizes = np.asarray(self.sizes, dtype=np.int64)
-        if self.sizes.ndim != 1 or len(self.sizes) == 0 or np.any(self.sizes < 1):
-            raise ValueError(f"SparseNodes.sizes must be a non-empty 1-D array of counts >= 1, "
-                             f"got {self.sizes if self.sizes.size < 8 else self.sizes[:8]}")
-        if self.x.shape[0] != self.sizes.sum():
-            raise ValueError(f"SparseNodes: x has {self.x.shape[0]} rows but sizes sum to {self.sizes.sum()}")
-        self.y = as_pm1(self.y)
-        if len(self.y) != self.x.shape[0]:
-            raise ValueError(f"SparseNodes: {len(self.y)} labels for {self.x.shape[0]} rows")
-        if self.scale is not None and len(self.scale) != self.x.nnz:
-            raise ValueError(f"SparseNodes.scale has {len(self.scale)} entries for {self.x.nnz} nonzeros")
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
-
-    @property
-    def num_clients(self) -> int:
-        return len(self.sizes)
-
-    @property
-    def dim(self) -> int:
-        return self.x.shape[1]
-
-    @property
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The raw arrays (what a shard holds in memory)."""
-        out = {"data": self.x.data, "indices": self.x.indices, "indptr": self.x.indptr, "y": self.y}
-        if self.scale is not None:
-            out["scale"] = self.scale
-        return out
-
-    def node_of_row(self) -> np.ndarray:
-        return np.repeat(np.arange(self.num_clients), self.sizes)
-
-    def rows_of(self, nodes) -> np.ndarray:
-        """Row indices (into x) of the given nodes, node by node."""
-        nodes = np.asarray(nodes, dtype=np.int64)
-        return ranges(self.offsets[nodes], self.sizes[nodes])
-
-    def take(self, nodes) -> "SparseNodes":
-        """The given nodes (in that order) as SparseNodes; O(their nnz). All nodes in order:
-        `self` (nothing mutates node data, so no copy is needed)."""
-        nodes = np.asarray(nodes, dtype=np.int64)
-        if len(nodes) == self.num_clients and np.array_equal(nodes, np.arange(self.num_clients)):
-            return self
-        rows = self.rows_of(nodes)
-        lengths = np.diff(self.x.indptr)[rows]
-        pos = ranges(self.x.indptr[rows], lengths)
-        indptr = np.concatenate([[0], np.cumsum(lengths)])
-        x = sp.csr_matrix((self.x.data[pos], self.x.indices[pos], indptr), shape=(len(rows), self.dim))
-        x.has_canonical_format = True  # rows are copied whole, so still sorted and unique
-        return SparseNodes(x, self.y[rows], self.sizes[nodes],
-                           None if self.scale is None else self.scale[pos])
 
 
 def sparsity_scalings(nodes: SparseNodes) -> tuple[np.ndarray, np.ndarray]:
@@ -145,13 +52,7 @@ def sparsity_scalings(nodes: SparseNodes) -> tuple[np.ndarray, np.ndarray]:
     phi_k^j = n_k^j / n_k, s_k^j = phi^j / phi_k^j (returned at every stored nonzero, where
     n_k^j >= 1); omega^j = #nodes with n_k^j >= 1, a^j = K / omega^j (1 where omega^j = 0).
     """
-    x, d = nodes.x, nodes.dim
-    cols = x.indices.astype(np.int64)
-    node = np.repeat(nodes.node_of_row(), np.diff(x.indptr))
-    n_j = np.bincount(cols, minlength=d)
-    pairs, inverse, n_kj = np.unique(node * d + cols, return_inverse=True, return_counts=True)
-    s = (n_j[cols] * nodes.sizes[node]) / (x.shape[0] * n_kj[inverse])
-    omega = np.bincount(pairs % d, minlength=d)
+    s, omega = K.sparsity_scalings(nodes.x.indices, nodes.x.indptr, nodes.offsets, nodes.dim)
     return s, np.where(omega > 0, nodes.num_clients / np.maximum(omega, 1), 1.0)
 
 
@@ -203,6 +104,10 @@ def data_fingerprint(nodes: SparseNodes, lam: float) -> str:
     return digest.hexdigest()[:40]
 
 
+def _ids(key: Key) -> np.ndarray:
+    return np.ascontiguousarray(key.client_ids, np.uint64)
+
+
 @dataclass
 class Optimum:
     """The centralized solution on the pooled training data (iterations 0: read from the cache)."""
@@ -214,9 +119,22 @@ class Optimum:
     iterations: int
 
 
+#: a w* (cached or freshly solved) is trusted only if ||grad f(w*)|| is at most this; then
+#: f(w*) - min f <= ||grad f||^2 / (2 lam) (f is lam-strongly convex): 1e-10 at E7's lam = 1/n
+OPTIMUM_GRAD_TOL = 1e-8
+
+
 @dataclass
 class SparseTextLogReg(Problem):
-    """See the module docstring. `aggregation` is FSVRG's A = diag(a^j) (global, (d,))."""
+    """See the module docstring. `aggregation` is FSVRG's A = diag(a^j) (global, (d,)).
+
+    Besides the `Problem` interface it offers the finite-sum "nodes" interface that the SVRG
+    family (`fco_ray.algorithms.svrg`) uses: `lam`, `aggregation`, `total_samples`,
+    `node_sizes`, and the compiled per-node passes `node_gradient_sum`, `node_pass_sum`,
+    `node_sdca_sum` (`fco_ray.kernels_sparse`), each returning a sum over the given nodes of
+    their weighted results as one (d,) vector.
+    """
+
 
     lam: float = 0.0
     total_samples: int = 0
@@ -236,7 +154,9 @@ class SparseTextLogReg(Problem):
             raise ValueError(f"lam must be > 0, got {lam}")
         scale, aggregation = sparsity_scalings(train)
         shapes = {"w": (train.dim,)}
-        return cls(train=replace(train, scale=scale), val=test, shapes=shapes,
+        scaled = copy.copy(train)  # the caller's nodes stay as they are; no second validation
+        scaled.scale = scale
+        return cls(train=scaled, val=test, shapes=shapes,
                    psi=R.Blockwise({}, shapes), name=name, info=dict(info or {}), lam=lam,
                    total_samples=n, aggregation=aggregation)
 
@@ -245,6 +165,70 @@ class SparseTextLogReg(Problem):
         state = dict(self.__dict__)
         state.pop("optimum", None)
         return state
+
+    # ---- the "nodes" interface: compiled per-node passes ------------------------------------
+    def node_sizes(self, rows) -> np.ndarray:
+        """n_k of the training nodes `rows` (local indices)."""
+        return self.train.sizes[np.asarray(rows, np.int64)]
+
+    def _csr(self):
+        x = self.train.x
+        return x.data, x.indices, x.indptr, self.train.y
+
+    def node_gradient_sum(self, rows, w: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """sum_k weights_k grad F_k(w) over the nodes `rows`, with
+        grad F_k(w) = (1/n_k) sum_{i in k} l_i'(<x_i, w>) x_i + lam w."""
+        rows = np.asarray(rows, np.int64)
+        out = np.zeros(self.train.dim)
+        K.gradient_sum(*self._csr(), self.train.offsets, rows, weights / self.node_sizes(rows),
+                       np.ascontiguousarray(w, np.float64), out)
+        out += (self.lam * weights.sum()) * w
+        return out
+
+    def node_pass_sum(self, rows, key: Key, w: np.ndarray, g: np.ndarray, *, h: np.ndarray,
+                      weights: np.ndarray, steps: np.ndarray | None = None, scaled: bool = False,
+                      passes: int = 1, eta: float = 1.0, mu: float = 0.0) -> np.ndarray:
+        """sum_k weights_k (w_k - w): node k's local SVRG-type passes from w (see
+        `kernels_sparse.svrg_passes`) with step h_k, drift eta g, proximal weight mu and, if
+        `scaled`, FSVRG's s_k^j. `steps=None`: one pass over a keyed random permutation of
+        the node's samples (key stream PERMUTATION, step = pass); else steps[k] samples
+        drawn with replacement (stream BATCH, one pass)."""
+        rows = np.asarray(rows, np.int64)
+        sizes = self.node_sizes(rows)
+        replace = steps is not None
+        steps = sizes if steps is None else np.asarray(steps, np.int64)
+        if replace and passes != 1:
+            raise ValueError("passes with replacement: only one pass is supported")
+        if max(int(steps.max(initial=0)), int(sizes.max(initial=0))) >= 1 << K.POSITION_BITS:
+            raise ValueError(f"a node has {max(steps.max(), sizes.max())} samples or local steps; "
+                             f"at most {(1 << K.POSITION_BITS) - 1}")
+        if scaled and self.train.scale is None:
+            raise ValueError("scaled passes need the FSVRG scalings (build with from_nodes)")
+        scale = self.train.scale if scaled else np.empty(0)
+        out = np.zeros(self.train.dim)
+        g = np.ascontiguousarray(g, np.float64)
+        alpha = K.svrg_passes(*self._csr(), scale, self.train.offsets, rows, _ids(key),
+                              key.seed, key.round, BATCH if replace else PERMUTATION, replace,
+                              steps, np.asarray(h, np.float64), np.asarray(weights, np.float64),
+                              self.lam, float(mu), float(eta), int(passes),
+                              np.ascontiguousarray(w, np.float64), g, out)
+        out += alpha * g  # the coordinates off each node's support
+        return out
+
+    def node_sdca_sum(self, rows, key: Key, w: np.ndarray, duals: np.ndarray, *, passes: int,
+                      sigma: float, n: float, weights: np.ndarray) -> np.ndarray:
+        """sum_k weights_k (v_k - w) / sigma after CoCoA+'s local SDCA passes (see
+        `kernels_sparse.sdca_passes`; scale sigma / (lam n)); `duals` (b = y alpha of the
+        nodes' samples, node after node) are updated in place."""
+        rows = np.asarray(rows, np.int64)
+        sizes = self.node_sizes(rows)
+        out = np.zeros(self.train.dim)
+        K.sdca_passes(*self._csr(), self.train.offsets, rows, _ids(key), key.seed, key.round,
+                      PERMUTATION, int(passes), sigma / (self.lam * n), duals,
+                      np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64),
+                      np.asarray(weights, np.float64) / sigma,
+                      np.ascontiguousarray(w, np.float64), out)
+        return out
 
     # ---- stochastic / full gradients ------------------------------------------------------
     def minibatch(self, rows: np.ndarray, key: Key, batch_size: int | None) -> dict[str, np.ndarray]:
@@ -277,6 +261,11 @@ class SparseTextLogReg(Problem):
         value = float(loss.sum() / n + 0.5 * self.lam * (w @ w))
         return value, {"w": data.x.T @ dloss / n + self.lam * w}
 
+    def objective_value(self, w: np.ndarray) -> float:
+        """f(w) alone (the metrics need no gradient)."""
+        loss = np.logaddexp(0.0, -self.train.y * (self.train.x @ w))
+        return float(loss.sum() / len(loss) + 0.5 * self.lam * (w @ w))  # as in full_loss_grad
+
     # ---- reference solution and metrics ---------------------------------------------------
     @cached_property
     def optimum(self) -> Optimum:
@@ -284,6 +273,9 @@ class SparseTextLogReg(Problem):
 
         Solved once per problem object, and cached on disk (see `optimum_cache_dir`) by a
         fingerprint of the training data and lam, so the trials of a sweep share one solve.
+        A cached w* is used only if its gradient norm is at most OPTIMUM_GRAD_TOL (a stale
+        or corrupted file is solved again, with a warning), and a solve is cached only if
+        it reaches that tolerance.
         """
         path = optimum_cache_dir()
         path = None if path is None else path / f"{data_fingerprint(self.train, self.lam)}.npy"
@@ -295,6 +287,13 @@ class SparseTextLogReg(Problem):
                 w = None  # unreadable: solve again
             if w is not None and (w.shape != (self.train.dim,) or not np.all(np.isfinite(w))):
                 w = None
+            if w is not None:
+                residual = float(np.linalg.norm(self.full_loss_grad({"w": w})[1]["w"]))
+                if not residual <= OPTIMUM_GRAD_TOL:
+                    warnings.warn(f"cached optimum {path} has ||grad f|| = {residual:.3g} > "
+                                  f"{OPTIMUM_GRAD_TOL:g}: not the optimum of this problem; "
+                                  "solving again", RuntimeWarning, stacklevel=2)
+                    w = None
         if w is None:
             def fun(v):
                 value, grad = self.full_loss_grad({"w": v})
@@ -303,7 +302,12 @@ class SparseTextLogReg(Problem):
             res = minimize(fun, np.zeros(self.train.dim), jac=True, method="L-BFGS-B",
                            options={"maxiter": 20000, "maxcor": 30, "ftol": 1e-16, "gtol": 1e-11})
             w, iterations = res.x, int(res.nit)
-            if path is not None:
+            residual = float(np.linalg.norm(fun(w)[1]))
+            if not residual <= OPTIMUM_GRAD_TOL:
+                warnings.warn(f"L-BFGS stopped at ||grad f|| = {residual:.3g} > {OPTIMUM_GRAD_TOL:g} "
+                              f"({res.message}); suboptimality is measured against this w*, "
+                              "which is not cached", RuntimeWarning, stacklevel=2)
+            elif path is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
                 np.save(tmp, w)
@@ -324,7 +328,7 @@ class SparseTextLogReg(Problem):
 
     def metrics(self, params: Params) -> dict[str, float]:
         with np.errstate(all="ignore"):
-            value = self.full_loss_grad(params)[0]
+            value = self.objective_value(params["w"])
             out = {"train_loss": value, "suboptimality": value - self.optimum.value}
             if self.val is not None:
                 out["test_error"] = self.test_error(params["w"])
@@ -416,12 +420,14 @@ GENERATOR_KEYS = ("clients", "min_samples", "max_samples", "size_exponent", "dim
 
 @register_problem("sparse_text_logreg", SparseTextParams)
 def build_sparse_text(p: SparseTextParams, seed: int) -> SparseTextLogReg:
-    from ..data import libsvm, text_generator
+    from ..data import text_generator
 
     if p.dataset == "generated":
         train, test = text_generator.generate_text_nodes(
             seed=seed, **{k: getattr(p, k) for k in GENERATOR_KEYS})
     else:
+        from ..data import libsvm  # imports scikit-learn (seconds): only when needed
+
         train, test = libsvm.load_libsvm_problem_data(
             p.path, test_path=p.test_path, node_column=p.node_column, group_file=p.group_file,
             test_fraction=p.test_fraction, seed=seed)

@@ -1,0 +1,209 @@
+"""E7 / Fig. 2 at the paper's scale: the trials of sweeps/e7_fsvrg.yaml in one process.
+
+    nice -n 10 .venv/bin/python benchmarks/e7_fig2.py [--sweep sweeps/e7_fsvrg.yaml]
+        [--only fsvrg=100,300 gd=32,64 ...] [--twin 300] [--rounds N]
+        [--out results/e7_fig2.jsonl] [--figures results]
+
+Runs what `fco-ray sweep sweeps/e7_fsvrg.yaml` runs (every algorithm of the sweep file at
+every step size of its `algorithm.client_lr` grid, `rounds` rounds, evaluated every round;
+`cocoa_plus` has no step size and runs once), but sequentially through `fco_ray.run` on ONE
+built problem, so the 2 M-sample problem is built once and its optimum (L-BFGS) solved once,
+instead of once per Tune trial: on a small shared machine that is the difference between
+an hour and several. `--only` restricts an algorithm to some of the grid's values (say so
+when reporting); `--twin H...` also runs FSVRG at those step sizes on the reshuffled twin
+(`problem.reshuffle: true`, FSVRGR: same samples over nodes of the same sizes, so the same
+f and w*). One JSON line per run is appended to `--out` (runs already there are skipped, so
+an interrupted job resumes); then figures are drawn from all lines in the file:
+
+- e7_fig2_suboptimality.png: f(w) - f(w*) per round, best step size per method;
+- e7_fig2_test_error.png: test error per round, best step size per method, and OPT's;
+- e7_fig2_sweep.png: final f - f* against the step size, per method (the sweep).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def parse_only(items: list[str]) -> dict[str, list[float]]:
+    out = {}
+    for item in items:
+        name, _, values = item.partition("=")
+        out[name] = [float(v) for v in values.split(",") if v]
+    return out
+
+
+def plan(sweep: dict, only: dict[str, list[float]],
+         twin: list[float]) -> list[tuple[str, float | None, bool]]:
+    grid = sweep.get("search", {}).get("grid", {}).get("algorithm.client_lr", [None])
+    runs = []
+    for name in sweep["algorithms"]:
+        steps = [None] if name == "cocoa_plus" else only.get(name, grid)
+        runs += [(name, None if h is None else float(h), False) for h in steps]
+    runs += [("fsvrg", float(h), True) for h in twin]
+    return runs
+
+
+def run_all(args, sweep: dict, runs: list, done: set) -> None:
+    import fco_ray
+    from fco_ray.config import parse_problem
+    from fco_ray.problems import build_problem
+
+    problem_cfg = dict(sweep["problem"])
+    seed = int(sweep.get("seeds", [0])[0])
+    rounds = args.rounds or int(sweep["rounds"])
+    todo = [r for r in runs if json.dumps(list(r)) not in done]
+    if not todo:
+        return
+    problems = {}
+    start = time.perf_counter()
+    problems[False] = build_problem(parse_problem({**problem_cfg, "reshuffle": False}), seed)
+    build_s = time.perf_counter() - start
+    start = time.perf_counter()
+    opt = problems[False].optimum
+    header = {"kind": "problem", "n": int(problems[False].train.x.shape[0]),
+              "nnz": int(problems[False].train.x.nnz), "nodes": int(problems[False].num_clients),
+              "d": int(problems[False].train.dim), "max_node": int(problems[False].train.sizes.max()),
+              "opt": opt.value, "opt_grad_norm": opt.grad_norm, "opt_test_error": opt.test_error,
+              "opt_iterations": opt.iterations, "build_s": build_s,
+              "optimum_s": time.perf_counter() - start}
+    if any(twin for _, _, twin in todo):
+        problems[True] = build_problem(parse_problem({**problem_cfg, "reshuffle": True}), seed)
+        problems[True].__dict__["optimum"] = opt  # the same samples: the same f and w*
+    with open(args.out, "a") as f:
+        f.write(json.dumps(header) + "\n")
+        for name, h, twin in todo:
+            algorithm = {"name": name} if h is None else {"name": name, "client_lr": h}
+            cfg = {"algorithm": algorithm, "rounds": rounds, "eval_every": 1, "seed": seed}
+            start = time.perf_counter()
+            df = fco_ray.run(cfg, problem=problems[twin])
+            line = {"kind": "run", "key": [name, h, twin], "algorithm": name + ("R" if twin else ""),
+                    "h": h, "status": df.attrs["status"], "seconds": time.perf_counter() - start,
+                    "load": os.getloadavg()[0],
+                    **{k: df[k].tolist() for k in ("round", "train_loss", "suboptimality", "test_error")}}
+            f.write(json.dumps(line) + "\n")
+            f.flush()
+            print(f"{line['algorithm']:12s} h={h} {line['status']} {line['seconds']:.0f}s "
+                  f"f-f*={line['suboptimality'][-1]:.3g} test={line['test_error'][-1]:.4f}", flush=True)
+
+
+def best_runs(lines: list[dict]) -> dict[str, dict]:
+    """Per method, the run with the lowest final suboptimality among finished runs."""
+    best = {}
+    for r in lines:
+        if r["status"] != "finished":
+            continue
+        old = best.get(r["algorithm"])
+        if old is None or r["suboptimality"][-1] < old["suboptimality"][-1]:
+            best[r["algorithm"]] = r
+    return best
+
+
+def figures(lines: list[dict], header: dict, folder: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    best = best_runs(lines)
+    order = [m for m in ("fsvrg", "fsvrgR", "gd", "fsvrg_naive", "dane", "cocoa_plus") if m in best]
+    label = {"fsvrg": "FSVRG", "fsvrgR": "FSVRGR", "gd": "GD", "fsvrg_naive": "naive FSVRG",
+             "dane": "DANE", "cocoa_plus": "CoCoA+"}
+    title = (f"{header['nodes']:,} nodes, n = {header['n']:,}, nnz = {header['nnz']:,}, "
+             f"d = {header['d']:,}")
+    for metric, name, ylabel in (("suboptimality", "e7_fig2_suboptimality.png", "f(w) - f(w*)"),
+                                 ("test_error", "e7_fig2_test_error.png", "test error")):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for m in order:
+            r = best[m]
+            h = "" if r["h"] is None else f", h = {r['h']:g}"
+            ax.plot(r["round"], r[metric], label=f"{label[m]}{h}")
+        if metric == "test_error":
+            ax.axhline(header["opt_test_error"], color="k", ls="--", lw=1, label="OPT")
+        else:
+            ax.set_yscale("log")
+        ax.set_xlabel("communication round")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(folder / name, dpi=110)
+        plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for m in ("fsvrg", "gd", "fsvrg_naive", "dane"):
+        runs = sorted((r for r in lines if r["algorithm"] == m and r["h"] is not None), key=lambda r: r["h"])
+        if runs:
+            final = [r["suboptimality"][-1] if r["status"] == "finished" else np.nan for r in runs]
+            ax.plot([r["h"] for r in runs], final, "o-", label=label[m])
+    if "cocoa_plus" in best:
+        ax.axhline(best["cocoa_plus"]["suboptimality"][-1], color="gray", ls=":", label="CoCoA+ (no step)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("step size h (algorithm.client_lr)")
+    ax.set_ylabel("f - f* after the last round (diverged: missing)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(folder / "e7_fig2_sweep.png", dpi=110)
+    plt.close(fig)
+
+
+def table(lines: list[dict], header: dict) -> str:
+    """Markdown: one row per run, methods in the figures' order, step sizes ascending."""
+    at = (1, 5, 10, 20, 30, 50)
+    target = header["opt_test_error"] + 0.01
+    rows = ["| method | h | rounds to test error <= OPT + 0.01 | "
+            + " | ".join(f"f - f* @ {r}" for r in at) + " | test error @ 10 / 30 / 50 | status | s / round |",
+            "|---|---:|---:|" + "---:|" * len(at) + "---|---|---:|"]
+    rank = {m: i for i, m in enumerate(("fsvrg", "fsvrgR", "gd", "fsvrg_naive", "dane", "cocoa_plus"))}
+    for r in sorted(lines, key=lambda r: (rank.get(r["algorithm"], 9), r["h"] or 0)):
+        sub = dict(zip(r["round"], r["suboptimality"]))
+        err = dict(zip(r["round"], r["test_error"]))
+        hit = [k for k, e in zip(r["round"], r["test_error"]) if e <= target]
+        cells = [f"{sub[k]:.3g}" if k in sub else "-" for k in at]
+        errs = " / ".join(f"{err[k]:.4f}" if k in err else "-" for k in (10, 30, 50))
+        rounds = max(r["round"])
+        h = "-" if r["h"] is None else f"{r['h']:g}"
+        rows.append(f"| {r['algorithm']} | {h} | "
+                    f"{hit[0] if hit else f'> {rounds}'} | " + " | ".join(cells)
+                    + f" | {errs} | {r['status']} | {r['seconds'] / max(rounds, 1):.1f} |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sweep", default=str(ROOT / "sweeps" / "e7_fsvrg.yaml"))
+    ap.add_argument("--only", nargs="*", default=[], help="name=h1,h2 (a subset of the grid)")
+    ap.add_argument("--twin", nargs="*", type=float, default=[], help="FSVRGR step sizes")
+    ap.add_argument("--rounds", type=int, default=0, help="0: the sweep file's")
+    ap.add_argument("--out", default=str(ROOT / "results" / "e7_fig2.jsonl"))
+    ap.add_argument("--figures", default=str(ROOT / "results"))
+    ap.add_argument("--plot-only", action="store_true")
+    args = ap.parse_args()
+    sweep = yaml.safe_load(Path(args.sweep).read_text())
+    out = Path(args.out)
+    lines = [json.loads(s) for s in out.read_text().splitlines()] if out.is_file() else []
+    done = {json.dumps(r["key"]) for r in lines if r["kind"] == "run"}
+    if not args.plot_only:
+        run_all(args, sweep, plan(sweep, parse_only(args.only), args.twin), done)
+        lines = [json.loads(s) for s in out.read_text().splitlines()]
+    headers = [r for r in lines if r["kind"] == "problem"]
+    runs = [r for r in lines if r["kind"] == "run"]
+    if headers and runs:
+        figures(runs, headers[0], Path(args.figures))
+        print(table(runs, headers[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,388 @@
+"""Compiled per-node passes over sparse (CSR) node data: the E7 family's hot loops (numba).
+
+Every kernel takes the CSR arrays of a shard (`data`, `indices`, `indptr`, labels `y`, node
+row offsets `offsets`), the local indices `nodes` of the nodes to process and a coefficient
+per node, and ADDS each node's coefficient-weighted result into one length-d vector `out`:
+a shard's pre-summed message, with no (nodes, d) stack. Nodes are processed one after the
+other; a node's randomness is keyed by (seed, round, pass, stream, global node id, position)
+exactly as `fco_ray.random.Key` draws it, so results do not depend on sharding.
+
+Local models live on the node's support (the features present in its rows): dense (d,)
+scratch arrays indexed by feature, reset through the list of the node's features, so the
+work per node is O(its nonzeros x passes), never O(d). A coordinate outside the support
+follows a closed form that is the same multiple of the shared vector g for every such
+coordinate; the kernels return the sum of those multiples, and the caller adds it times g.
+
+Lazy updates (see `svrg_passes`): between two visits of coordinate j the local update is
+affine with constant coefficients, u <- (1 - c) u - b, so m skipped steps are applied at once,
+u_m = (1 - c)^m u - b (1 - (1 - c)^m) / c, with (1 - c)^m = 1 + expm1(m log1p(-c)) (accurate
+for the tiny c = h lam of E7).
+
+Compiled on first use and cached next to this file (`cache=True`), like `fco_ray.kernels`.
+Tests: tests/test_svrg.py (against per-sample dense reference loops and the formulas).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .kernels import GOLDEN, _mix, key_prefix
+
+POSITION_BITS = 24  # samples per node < 2^24: node id and position share one 64-bit key id
+_S11, _POS = np.uint64(11), np.uint64(POSITION_BITS)
+_TWO_M53 = 1.0 / 2.0**53
+_U_MAX = 1.0 - 2.0**-53
+
+
+@njit(cache=True, inline="always")
+def _uniform(prefix, node_id, position):
+    """`Key(seed, round, [node_id << 24 | position], step, stream).uniform((1,))`."""
+    key_id = (np.uint64(node_id) << _POS) | np.uint64(position)
+    bits = _mix(_mix(prefix ^ (key_id * GOLDEN)) + GOLDEN)
+    return min((np.float64(bits >> _S11) + 0.5) * _TWO_M53, _U_MAX)
+
+
+@njit(cache=True)
+def _order(prefix, node_id, size, steps, replace, out):
+    """Node `node_id`'s visiting order into out[:steps]: a uniform random permutation of
+    range(size) (stable argsort of keyed uniforms; steps = size), or `steps` draws uniform
+    in range(size) with replacement (min(floor(u size), size - 1))."""
+    if replace:
+        for s in range(steps):
+            out[s] = min(np.int64(_uniform(prefix, node_id, s) * np.float64(size)), size - 1)
+    else:
+        u = np.empty(size)
+        for s in range(size):
+            u[s] = _uniform(prefix, node_id, s)
+        out[:size] = np.argsort(u, kind="mergesort")
+
+
+@njit(cache=True, inline="always")
+def _dloss(z, y):
+    """l'(z) of the logistic loss log(1 + exp(-y z)): -y sigmoid(-y z)."""
+    return -y / (1.0 + math.exp(y * z))
+
+
+@njit(cache=True, fastmath={"contract"})
+def gradient_sum(data, indices, indptr, y, offsets, nodes, coef, w, out):
+    """out += sum over nodes k of coef[k] sum_{i in k} l'_i(<x_i, w>) x_i."""
+    for t in range(nodes.size):
+        k = nodes[t]
+        for i in range(offsets[k], offsets[k + 1]):
+            z = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                z += data[p] * w[indices[p]]
+            a = coef[t] * _dloss(z, y[i])
+            for p in range(indptr[i], indptr[i + 1]):
+                out[indices[p]] += a * data[p]
+
+
+# columns of the per-feature state of `svrg_passes`: one 64-byte row per feature, so a visit
+# reads and writes one cache line instead of one line in each of eight length-d arrays
+_U, _ANCHOR, _HD, _HDC, _C, _LOG, _HS, _LAST = range(8)
+
+
+@njit(cache=True, inline="always")
+def _catch_up(state, j, steps):
+    """Apply `steps` skipped steps u <- (1 - c) u - h drift to feature j at once:
+    u <- (1 - c)^m u - (h drift / c)(1 - (1 - c)^m), (1 - c)^m = 1 + expm1(m log1p(-c))."""
+    if steps == 1:
+        state[j, _U] = (1.0 - state[j, _C]) * state[j, _U] - state[j, _HD]
+    elif steps > 1:
+        e = math.expm1(steps * state[j, _LOG])
+        state[j, _U] = (1.0 + e) * state[j, _U] + state[j, _HDC] * e
+
+
+@njit(cache=True, fastmath={"contract"})
+def svrg_passes(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream, replace,
+                steps, h, coef, lam, mu, eta, passes, w, g, out):
+    """Local SVRG-type passes of every node; out += sum_k coef[k] (w_k - w) on the supports,
+    returns sum_k coef[k] alpha_k, the multiple of g that w_k - w equals off the support.
+
+    Node k (local index nodes[t], key id ids[t]) starts from w and runs `passes` passes;
+    pass p visits steps[t] samples in the order `_order` draws with key step p:
+
+        v <- v - h_k ( s [grad f_i(v) - grad f_i(a)] + mu (v - a) + drift_k )
+
+    with s = s_k^j from `scale` (FSVRG; an empty `scale` means s = 1), anchor a, and
+    grad f_i(v) - grad f_i(a) = (l_i'(<x_i, v>) - l_i'(<x_i, a>)) x_i + lam (v - a).
+    Pass 1: a = w, drift = eta g. After a pass (DANE's inexact solver), a <- the pass's
+    result and drift <- grad F_k(a) - grad F_k(w) + eta g + mu (a - w).
+    Between visits feature j follows u <- (1 - c) u - h drift_j (u = v - a, c = h (s lam + mu)):
+    `_catch_up`. State per support feature j: u (caught up to step `last`), a - w, h drift,
+    h drift / c, c, log1p(-c), h s, last (`_U` .. `_LAST`).
+    """
+    d = w.size
+    scaled = scale.size > 0
+    state = np.zeros((d, 8))
+    drift = np.zeros(d)  # DANE's next drift, on the support
+    mark = np.full(d, -1, np.int64)
+    support = np.empty(d, np.int64)
+    longest = 0
+    for t in range(nodes.size):
+        longest = max(longest, max(steps[t], offsets[nodes[t] + 1] - offsets[nodes[t]]))
+    order = np.empty(longest, np.int64)
+    total_alpha = 0.0
+    for t in range(nodes.size):
+        k, hk = nodes[t], h[t]
+        r0, r1 = offsets[k], offsets[k + 1]
+        size, m = r1 - r0, steps[t]
+        count = 0
+        for i in range(r0, r1):
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                if mark[j] != t:
+                    mark[j] = t
+                    support[count] = j
+                    count += 1
+                    s = scale[p] if scaled else 1.0
+                    state[j, _ANCHOR] = 0.0
+                    state[j, _HD] = hk * (eta * g[j])
+                    state[j, _HS] = hk * s
+                    state[j, _C] = hk * (s * lam + mu)
+                    state[j, _LOG] = math.log1p(-state[j, _C])
+        alpha, beta = 0.0, eta  # off the support: a - w = alpha g, drift = beta g
+        c0 = hk * (lam + mu)
+        for ps in range(passes):
+            _order(key_prefix(seed, rnd, ps, stream), ids[t], size, m, replace, order)
+            for q in range(count):
+                j = support[q]
+                state[j, _U] = 0.0
+                state[j, _LAST] = 0.0
+                state[j, _HDC] = state[j, _HD] / state[j, _C]
+            for st in range(m):
+                i = r0 + order[st]
+                z = 0.0
+                za = 0.0
+                for p in range(indptr[i], indptr[i + 1]):
+                    j = indices[p]
+                    _catch_up(state, j, st - state[j, _LAST])
+                    a = w[j] + state[j, _ANCHOR]
+                    za += data[p] * a
+                    z += data[p] * (a + state[j, _U])
+                dl = _dloss(z, y[i]) - _dloss(za, y[i])
+                for p in range(indptr[i], indptr[i + 1]):
+                    j = indices[p]
+                    state[j, _U] = ((1.0 - state[j, _C]) * state[j, _U] - state[j, _HD]
+                                    - state[j, _HS] * data[p] * dl)
+                    state[j, _LAST] = st + 1
+            for q in range(count):
+                j = support[q]
+                _catch_up(state, j, m - state[j, _LAST])
+                state[j, _ANCHOR] += state[j, _U]
+            alpha += hk * beta * math.expm1(m * math.log1p(-c0)) / c0  # off-support u / g
+            if ps + 1 < passes:
+                # the next drift: grad F_k(a) - grad F_k(w) + eta g + mu (a - w), where the
+                # loss part of grad F_k(a) - grad F_k(w) is (1/n_k) sum_i (l_i'(a) - l_i'(w)) x_i
+                for q in range(count):
+                    drift[support[q]] = 0.0
+                for i in range(r0, r1):
+                    z = 0.0
+                    z0 = 0.0
+                    for p in range(indptr[i], indptr[i + 1]):
+                        j = indices[p]
+                        z0 += data[p] * w[j]
+                        z += data[p] * (w[j] + state[j, _ANCHOR])
+                    a = (_dloss(z, y[i]) - _dloss(z0, y[i])) / size
+                    for p in range(indptr[i], indptr[i + 1]):
+                        drift[indices[p]] += a * data[p]
+                for q in range(count):
+                    j = support[q]
+                    state[j, _HD] = hk * (drift[j] + (lam + mu) * state[j, _ANCHOR] + eta * g[j])
+                beta = eta + (lam + mu) * alpha
+        for q in range(count):
+            j = support[q]
+            out[j] += coef[t] * (state[j, _ANCHOR] - alpha * g[j])
+        total_alpha += coef[t] * alpha
+    return total_alpha
+
+
+@njit(cache=True)
+def sdca_step(b, yz, q, tol=1e-12, max_iter=200):
+    """Exact SDCA coordinate step for the logistic loss.
+
+    With b = y alpha in [0, 1] the dual term is -(b log b + (1-b) log(1-b)); maximizing
+    -ent(b') - (b' - b) y z - (q/2)(b' - b)^2 over b' gives, with t = logit(b'),
+        F(t) = t + q (sigmoid(t) - b) + y z = 0,
+    increasing in t with its root in [-yz - q(1-b), -yz + q b]. Solved by safeguarded Newton
+    (Numerical Recipes' rtsafe): bisection whenever Newton would leave the bracket or does
+    not halve the step, warm-started at logit(b) (or at -yz, the q = 0 root, when b is 0
+    or 1); stops when a step moves t by at most tol (1 + |t|). Returns b' = sigmoid(t)."""
+    lo, hi = -yz - q * (1.0 - b), -yz + q * b
+    t = math.log(b) - math.log1p(-b) if 0.0 < b < 1.0 else -yz
+    t = min(max(t, lo), hi)
+    step_before = hi - lo
+    for _ in range(max_iter):
+        sig = 1.0 / (1.0 + math.exp(-t))
+        f = t + q * (sig - b) + yz
+        slope = 1.0 + q * sig * (1.0 - sig)
+        if f < 0:
+            lo = t
+        if f > 0:
+            hi = t
+        new = t - f / slope
+        if new < lo or new > hi or abs(2.0 * f) > abs(step_before * slope):
+            new = 0.5 * (lo + hi)
+        moved = abs(new - t)
+        step_before = moved
+        t = new
+        if not moved > tol * (1.0 + abs(t)):
+            break
+    return 1.0 / (1.0 + math.exp(-t))
+
+
+@njit(cache=True)
+def sdca_steps(b, yz, q):
+    """`sdca_step` elementwise (for tests and vectorized callers)."""
+    out = np.empty(b.size)
+    for i in range(b.size):
+        out[i] = sdca_step(b[i], yz[i], q[i])
+    return out
+
+
+@njit(cache=True, fastmath={"contract"})
+def sdca_passes(data, indices, indptr, y, offsets, nodes, ids, seed, rnd, stream, passes, scale,
+                b, b_start, coef, w, out):
+    """CoCoA+'s local SDCA (logistic loss): node k runs `passes` passes over keyed random
+    permutations of its samples, each an exact coordinate step (`sdca_step`) on
+    b_i = y_i alpha_i in [0, 1] (node k's duals are b[b_start[t]:], updated in place) against
+    v_k = w + sigma' dw_k, with q_i = scale ||x_i||^2 and v_k += scale (d alpha_i) x_i, where
+    scale = sigma' / (lam n). out += coef[k] (v_k - w) on the node's support."""
+    d = w.size
+    v = np.zeros(d)
+    mark = np.full(d, -1, np.int64)
+    support = np.empty(d, np.int64)
+    longest = 0
+    for t in range(nodes.size):
+        longest = max(longest, offsets[nodes[t] + 1] - offsets[nodes[t]])
+    order = np.empty(longest, np.int64)
+    for t in range(nodes.size):
+        k = nodes[t]
+        r0, r1 = offsets[k], offsets[k + 1]
+        count = 0
+        for i in range(r0, r1):
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                if mark[j] != t:
+                    mark[j] = t
+                    support[count] = j
+                    count += 1
+                    v[j] = w[j]
+        for ps in range(passes):
+            _order(key_prefix(seed, rnd, ps, stream), ids[t], r1 - r0, r1 - r0, False, order)
+            for st in range(r1 - r0):
+                i = r0 + order[st]
+                bi = b_start[t] + order[st]
+                z = 0.0
+                sq = 0.0
+                for p in range(indptr[i], indptr[i + 1]):
+                    z += data[p] * v[indices[p]]
+                    sq += data[p] * data[p]
+                new = sdca_step(b[bi], y[i] * z, scale * sq)
+                step = scale * y[i] * (new - b[bi])
+                b[bi] = new
+                for p in range(indptr[i], indptr[i + 1]):
+                    v[indices[p]] += step * data[p]
+        for q in range(count):
+            j = support[q]
+            out[j] += coef[t] * (v[j] - w[j])
+
+
+@njit(cache=True)
+def sparsity_scalings(indices, indptr, offsets, d):
+    """FSVRG's s_k^j = (n^j n_k) / (n n_k^j) at every stored nonzero, and omega^j, from the
+    nonzero pattern: n^j samples with feature j, n_k^j those on node k (the nonzero's node),
+    omega^j nodes with feature j. Two passes over the indices."""
+    n_j, n_kj, omega = sparsity_counts(indices, indptr, offsets, d)
+    n = offsets[-1]
+    s = np.empty(indices.size)
+    for k in range(offsets.size - 1):
+        n_k = offsets[k + 1] - offsets[k]
+        for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
+            s[p] = np.float64(n_j[indices[p]] * n_k) / np.float64(n * n_kj[p])
+    return s, omega
+
+
+@njit(cache=True)
+def sparsity_counts(indices, indptr, offsets, d):
+    """FSVRG's counts from the nonzero pattern, one pass per node: n^j (samples with feature
+    j), n_k^j at every stored nonzero (samples of its node with that feature) and omega^j
+    (nodes with feature j)."""
+    n_j = np.zeros(d, np.int64)
+    omega = np.zeros(d, np.int64)
+    n_kj = np.empty(indices.size, np.int64)
+    count = np.zeros(d, np.int64)
+    support = np.empty(d, np.int64)
+    for k in range(offsets.size - 1):
+        used = 0
+        for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
+            j = indices[p]
+            if count[j] == 0:
+                support[used] = j
+                used += 1
+            count[j] += 1
+        for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
+            n_kj[p] = count[indices[p]]
+        for q in range(used):
+            j = support[q]
+            n_j[j] += count[j]
+            omega[j] += 1
+            count[j] = 0
+    return n_j, n_kj, omega
+
+
+@njit(cache=True)
+def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
+    """CSR rows of unit-L2-norm term counts, one row per document (the E7 generator).
+
+    Document r has length[r] tokens, consecutive in `u_rank` / `topical`. Token t's word:
+    rank = min(first i with cdf[i] >= u_rank[t], dim - 1) (NumPy's searchsorted 'left',
+    found from the guide table guide[b] = first i with cdf[i] >= b / len(guide)), mapped
+    through the document topic's word permutation `vocab` if `topical[t]`. A row holds the
+    distinct words, sorted, with their counts divided by the row's L2 norm (summed in
+    column order, as scikit-learn's `normalize`)."""
+    docs, dim, buckets = length.size, cdf.size, guide.size
+    indptr = np.zeros(docs + 1, np.int64)
+    indices = np.empty(u_rank.size, np.int32)
+    data = np.empty(u_rank.size)
+    words = np.empty(length.max() if docs else 0, np.int64)
+    t = 0
+    nnz = 0
+    for r in range(docs):
+        n = length[r]
+        for q in range(n):
+            u = u_rank[t + q]
+            i = guide[min(np.int64(u * buckets), buckets - 1)]
+            while i > 0 and cdf[i - 1] >= u:
+                i -= 1
+            while i < dim and cdf[i] < u:
+                i += 1
+            rank = min(i, dim - 1)
+            words[q] = vocab[topic_of_doc[r], rank] if topical[t + q] else rank
+        t += n
+        row = words[:n]
+        for q in range(1, n):  # insertion sort in place: documents are short
+            v = row[q]
+            b = q - 1
+            while b >= 0 and row[b] > v:
+                row[b + 1] = row[b]
+                b -= 1
+            row[b + 1] = v
+        start = nnz
+        for q in range(n):
+            if q > 0 and row[q] == row[q - 1]:
+                data[nnz - 1] += 1.0
+            else:
+                indices[nnz] = row[q]
+                data[nnz] = 1.0
+                nnz += 1
+        total = 0.0
+        for p in range(start, nnz):
+            total += data[p] * data[p]
+        norm = math.sqrt(total)
+        for p in range(start, nnz):
+            data[p] /= norm
+        indptr[r + 1] = nnz
+    return data[:nnz].copy(), indices[:nnz].copy(), indptr
