@@ -49,7 +49,7 @@ def test_run_prints_metrics_and_logs_one_mlflow_run(files, capsys):
     # progress on stderr (stdout keeps the table), and where to look next
     assert "round 10/10 (100%)" in err and "rounds/s" in err and "train_loss=" in err
     assert f"--backend-store-uri sqlite:///{files / 'mlflow.db'} --host 127.0.0.1" in out
-    assert f"http://127.0.0.1:5000/#/experiments/{exp}/runs/{run.info.run_id}" in out
+    assert f"open http://127.0.0.1:5000/#/experiments/{exp}/runs/{run.info.run_id}" in out
     assert call(capsys, "run", "run.yaml", "--no-mlflow", "--set", "rounds=5")[0] == 0
     assert len(store.search(exp, "")) == 1
 
