@@ -64,7 +64,8 @@ def run(config, *, problem: Problem | None = None,
     backend = make_backend(cfg.backend.model_dump(), problem)
     try:
         result = run_rounds(problem, algorithm, backend, rounds=cfg.rounds,
-                            eval_every=cfg.eval_every, seed=cfg.seed, on_eval=on_eval)
+                            eval_every=cfg.eval_every, seed=cfg.seed, on_eval=on_eval,
+                            divergence=cfg.divergence)
     finally:
         backend.close()
     df = pd.DataFrame.from_records(result.records)

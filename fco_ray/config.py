@@ -49,6 +49,9 @@ class RunConfig(_Strict):
     rounds: int = Field(100, ge=1)
     eval_every: int = Field(10, ge=1)
     seed: int = Field(0, ge=0, lt=2**63)  # a 64-bit key part (fco_ray.random)
+    divergence: float | None = Field(
+        1e3, gt=1, allow_inf_nan=False, description="a run whose train_loss exceeds this "
+        "multiple of its round-0 value ends `diverged` (minimization problems); null: off")
     backend: BackendConfig = LocalBackendConfig()
     tracking: TrackingConfig = TrackingConfig()
 

@@ -31,21 +31,28 @@ def evaluate(problem: Problem, algorithm: Algorithm, state: dict) -> dict[str, f
 
 
 def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, eval_every: int,
-               seed: int, on_eval: Callable[[dict], None] | None = None) -> RunResult:
+               seed: int, on_eval: Callable[[dict], None] | None = None,
+               divergence: float | None = None) -> RunResult:
     """Run `rounds` communication rounds; evaluate at round 0, every `eval_every`, and last.
 
-    A non-finite broadcast or objective, or a numerical failure (e.g. an SVD that does not
-    converge on huge entries), ends the run with status "diverged"; the records then hold
-    every metric row up to the last finite one.
+    A non-finite broadcast or objective, a numerical failure (e.g. an SVD that does not
+    converge on huge entries) or, for a minimization problem and `divergence` not None, an
+    objective `train_loss` above `divergence` times its round-0 value ends the run with status
+    "diverged"; the records then hold every metric row up to the last acceptable one.
     """
     result = RunResult()
     state = algorithm.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
     comm = {"floats_up": 0.0, "floats_down": 0.0}
+    limit = np.inf  # train_loss above this ends the run (set from the round-0 value)
 
     def record(rnd: int) -> bool:
+        nonlocal limit
         metrics = evaluate(problem, algorithm, state)
-        if not np.isfinite(metrics.get("train_loss", 0.0)):
+        loss = metrics.get("train_loss", 0.0)
+        if not np.isfinite(loss) or loss > limit:
             return False
+        if rnd == 0 and divergence is not None and "minimize" in problem.kinds and loss > 0:
+            limit = divergence * loss
         row = {"round": rnd, **metrics, **comm}
         result.records.append(row)
         if on_eval is not None:

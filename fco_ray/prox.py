@@ -38,14 +38,15 @@ def _as_matrices(x) -> np.ndarray:
     return x
 
 
-def soft_threshold(x, tau: float) -> np.ndarray:
+def soft_threshold(x, tau) -> np.ndarray:
     """prox of tau ||.||_1, elementwise:  sign(x) * max(|x| - tau, 0)  =  x - clip(x, -tau, tau).
+    `tau` is a number or an array broadcasting against x (one value per row of a stack).
 
     The clip form makes 2 passes instead of 4 and gives the same floats (x - tau and
     x + tau = -(|x| - tau) are the same roundings); only the sign of a zero may differ.
     """
     x = _as_float(x)
-    if tau == 0:
+    if np.ndim(tau) == 0 and tau == 0:
         return x.copy()
     if x.dtype == np.float64 and np.ndim(tau) == 0 and math.isfinite(tau):  # one compiled pass
         return kernels.soft_threshold(np.ascontiguousarray(x).reshape(-1), float(tau)).reshape(x.shape)
@@ -76,14 +77,15 @@ def prox_nuclear(x, tau: float, radius: float | None = None) -> np.ndarray:
     bit-for-bit unchanged.
     """
     x = _as_matrices(x)
-    if tau == 0 and radius is None:
+    zero = np.ndim(tau) == 0 and tau == 0
+    if zero and radius is None:
         return x.copy()
     u, s, vh = np.linalg.svd(x, full_matrices=False)
-    s_new = np.maximum(s - tau, 0.0)
+    s_new = np.maximum(s - tau, 0.0)  # tau: a number, or an array broadcasting against s
     if radius is not None:
         s_new = np.minimum(s_new, radius)
     out = (u * s_new[..., None, :]) @ vh
-    if tau == 0:
+    if zero:
         inside = s.max(axis=-1, initial=0.0) <= radius
         out = np.where(inside[..., None, None], x, out)
     return out

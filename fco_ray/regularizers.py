@@ -16,6 +16,7 @@ from typing import ClassVar, Mapping
 import numpy as np
 
 from fco_ray import prox as P
+from fco_ray.tree import per_row
 
 FEASIBILITY_TOL = 1e-9  # ||x|| <= radius + FEASIBILITY_TOL * (1 + radius) counts as feasible
 
@@ -110,17 +111,25 @@ class Regularizer:
             total = total + np.where(feasible, 0.0, np.inf)
         return _out(total)
 
-    def prox(self, x, t: float, event_ndim: int = 1) -> np.ndarray:
-        """argmin_u t psi(u) + 1/2 ||u - x||^2 over the event axes (t >= 0)."""
+    def prox(self, x, t, event_ndim: int = 1) -> np.ndarray:
+        """argmin_u t psi(u) + 1/2 ||u - x||^2 over the event axes (t >= 0). `t` is a number,
+        or one number per row of a stack x (shape (R,), R = x.shape[0]; fused runs)."""
         x, _ = self._check(x, event_ndim)
-        if not (math.isfinite(t) and t >= 0):
+        rows = np.ndim(t) == 1
+        if rows and (x.ndim != event_ndim + 1 or len(t) != x.shape[0]):
+            raise ValueError(f"{type(self).__name__}.prox: one t per row needs {x.shape[:1]} "
+                             f"values for one leading axis, got t of shape {np.shape(t)} for x "
+                             f"of shape {x.shape}")
+        if not (np.all(np.isfinite(t)) and np.all(np.asarray(t) >= 0) and np.ndim(t) <= 1):
             raise ValueError(f"{type(self).__name__}.prox: t must be a finite number >= 0, got {t!r}")
         if self.penalty is None:
             return self.project(x, event_ndim)
         radius = getattr(self, "radius", None)
+        tau = np.asarray(t) * self.lam if rows else t * self.lam
         if self.penalty == "l1":
-            return P.soft_threshold(x, t * self.lam) if radius is None else P.prox_l1_box(x, t * self.lam, radius)
-        return P.prox_nuclear(x, t * self.lam, radius)
+            tau = per_row(tau, x.ndim)
+            return P.soft_threshold(x, tau) if radius is None else P.prox_l1_box(x, tau, radius)
+        return P.prox_nuclear(x, per_row(tau, 2), radius)  # against singular values (R, k)
 
     def subgradient(self, x, event_ndim: int = 1) -> np.ndarray:
         """A subgradient of the penalty part: lam sign(x) (0 at 0) or lam U V^T; zeros if none."""
@@ -322,8 +331,9 @@ class Blockwise:
             total = total + reg.value(x, nd)
         return _out(total)
 
-    def prox(self, params: Mapping[str, np.ndarray], t: float) -> dict[str, np.ndarray]:
-        """Blockwise prox_{t psi}; unregularized blocks are passed through."""
+    def prox(self, params: Mapping[str, np.ndarray], t) -> dict[str, np.ndarray]:
+        """Blockwise prox_{t psi} (t a number or one per row); unregularized blocks are
+        passed through."""
         out = dict(params)
         for name, reg, x, nd in self._blocks(params):
             out[name] = reg.prox(x, t, nd)

@@ -12,17 +12,37 @@ def tmap(fn: Callable, *trees: Params) -> Params:
     return {k: fn(*(t[k] for t in trees)) for k in trees[0]}
 
 
-def axpy(a: float, x: Params, y: Params) -> Params:
-    """a * x + y, blockwise."""
-    return {k: a * x[k] + y[k] for k in y}
+def per_row(a, ndim: int):
+    """A scalar, or one value per row of a stack (shape (R,)) shaped to broadcast over an
+    array of `ndim` axes whose first axis is the rows: (R, 1, ..., 1). Fused runs keep a
+    hyperparameter per stacked configuration this way (fco_ray.fused)."""
+    a = np.asarray(a) if not isinstance(a, (int, float)) else a
+    if np.ndim(a) == 1 and ndim > 1:
+        return a.reshape((-1,) + (1,) * (ndim - 1))
+    return a
+
+
+def axpy(a, x: Params, y: Params) -> Params:
+    """a * x + y, blockwise; `a` a scalar or one value per row (see `per_row`)."""
+    return {k: per_row(a, np.ndim(x[k])) * x[k] + y[k] for k in y}
 
 
 def sub(x: Params, y: Params) -> Params:
     return {k: x[k] - y[k] for k in x}
 
 
+class PerRow(dict):
+    """A tree whose blocks already hold one entry per stacked row (a fused broadcast)."""
+
+
 def stack(tree: Params, n: int) -> Params:
-    """Copy an unbatched tree onto n clients: (n, *shape) per block."""
+    """Copy an unbatched tree onto n clients: (n, *shape) per block. A `PerRow` tree
+    already has its n rows: copied as it is."""
+    if isinstance(tree, PerRow):
+        if any(np.shape(v)[:1] != (n,) for v in tree.values()):
+            raise ValueError(f"a per-row tree needs {n} rows, got shapes "
+                             f"{[np.shape(v) for v in tree.values()]}")
+        return {k: np.array(v, copy=True) for k, v in tree.items()}
     return {k: np.repeat(np.asarray(v)[None], n, axis=0) for k, v in tree.items()}
 
 

@@ -9,12 +9,13 @@ from fco_ray.random import Key
 
 def small_lasso(lam=0.05, clients=8, samples=16, dim=20, support=5, seed=0):
     return make_lasso(seed=seed, lam=lam, clients=clients, samples_per_client=samples, dim=dim,
-                      support=support, val_clients=2, bias="zero", correlation=0.5, noise=1.0)
+                      support=support, val_clients=2, bias="zero", correlation=0.5, noise=1.0,
+                      shift=1.0)
 
 
 def small_lowrank(lam=0.1, clients=6, samples=20, dim=5, rank=2, seed=0):
     return make_lowrank(seed=seed, lam=lam, clients=clients, samples_per_client=samples, dim=dim,
-                        rank=rank, val_clients=2, noise=0.5)
+                        rank=rank, val_clients=2, noise=0.5, shift=1.0)
 
 
 def one_client_grad(problem, params, cid, seed, rnd, step, batch_size):

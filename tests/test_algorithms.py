@@ -165,7 +165,8 @@ def test_sample_weighted_aggregation():
     from fco_ray.problems.linear import make_lasso
 
     problem = make_lasso(seed=0, lam=0.0, clients=3, samples_per_client=[4, 8, 20], dim=6,
-                         support=2, val_clients=1, bias="zero", correlation=0.5, noise=1.0)
+                         support=2, val_clients=1, bias="zero", correlation=0.5, noise=1.0,
+                         shift=1.0)
     del base
     hp = dict(client_lr=0.01, local_steps=2, batch_size=2, clients_per_round=None)
     uni = ALGORITHMS["fedavg"](FederatedHyper(name="fedavg", **hp))

@@ -22,7 +22,7 @@ def test_feature_covariance_is_ar1():
 
 def test_lasso_data_has_the_paper_structure():
     p = make_lasso(seed=1, lam=0.1, clients=4, samples_per_client=[3, 5, 7, 9], dim=30, support=8,
-                   val_clients=2, bias="gaussian", correlation=0.5, noise=1.0)
+                   val_clients=2, bias="gaussian", correlation=0.5, noise=1.0, shift=1.0)
     assert p.train.arrays["x"].shape == (4, 9, 30)
     np.testing.assert_array_equal(p.train.sizes, [3, 5, 7, 9])
     assert np.all(p.train.arrays["x"][0, 3:] == 0)  # padding
@@ -47,19 +47,20 @@ def test_gradient_matches_finite_differences(make):
 
 def test_unequal_client_sizes_weight_each_client_equally():
     p = make_lasso(seed=1, lam=0.0, clients=3, samples_per_client=[2, 4, 6], dim=5, support=2,
-                   val_clients=1, bias="zero", correlation=0.5, noise=1.0)
+                   val_clients=1, bias="zero", correlation=0.5, noise=1.0, shift=1.0)
     params = {"w": np.ones(5), "b": np.array(0.3)}
     per_client = []
     for c, n in enumerate(p.train.sizes):
         x, y = p.train.arrays["x"][c, :n], p.train.arrays["y"][c, :n]
-        per_client.append(0.5 * np.mean((x @ params["w"] + 0.3 - y) ** 2))
+        per_client.append(np.mean((x @ params["w"] + 0.3 - y) ** 2))  # the paper's loss: no 1/2
     assert p.loss(params) == pytest.approx(np.mean(per_client), rel=1e-12)
 
 
 def test_centralized_lasso_agrees_with_sklearn():
-    """sklearn minimizes 1/(2n)||y - Xw - b||^2 + alpha ||w||_1: our objective with alpha = lam
-    (equal client sizes, so the client mean is the pooled mean)."""
-    problem = small_lasso(lam=0.1, clients=6, samples=30, dim=25, support=6)
+    """sklearn minimizes 1/(2n)||y - Xw - b||^2 + alpha ||w||_1; ours, (1/n)||y - Xw - b||^2 +
+    lam ||w||_1, is twice that at alpha = lam / 2 (equal client sizes, so the client mean is the
+    pooled mean)."""
+    problem = small_lasso(lam=0.2, clients=6, samples=30, dim=25, support=6)
     ours = solve_centralized(problem, tol=1e-13)
     pooled = problem.train.pooled()
     ref = Lasso(alpha=0.1, tol=1e-12, max_iter=100_000).fit(pooled["x"], pooled["y"])
@@ -118,7 +119,7 @@ def test_lowrank_metrics_rank_and_recovery():
 
 def unequal_lasso():
     return make_lasso(seed=2, lam=0.1, clients=4, samples_per_client=[3, 5, 7, 9], dim=6, support=2,
-                      val_clients=1, bias="gaussian", correlation=0.5, noise=1.0)
+                      val_clients=1, bias="gaussian", correlation=0.5, noise=1.0, shift=1.0)
 
 
 GRAD_PROBLEMS = {"lasso": small_lasso, "lowrank": small_lowrank, "lasso_unequal_sizes": unequal_lasso}

@@ -58,6 +58,10 @@ class Algorithm(abc.ABC):
     supports: ClassVar[frozenset[str]] = frozenset({"minimize"})
     #: round-level work only on the server (no clients are called): e.g. centralized
     uses_clients: ClassVar[bool] = True
+    #: whether configurations differing in real-valued hyperparameters can run as one
+    #: stacked computation (fco_ray.fused): the update rules take a hyperparameter per
+    #: stacked row and a per-row broadcast (`tree.PerRow`)
+    fusable: ClassVar[bool] = False
     #: client exchanges per communication round (e.g. 2 for FSVRG: full gradient, then local
     #: passes); the state says which exchange comes next, metrics are taken after the last.
     exchanges_per_round: ClassVar[int] = 1

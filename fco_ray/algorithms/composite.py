@@ -26,6 +26,7 @@ class PrimalAveraging(Algorithm):
 
     client_step: ClassVar[str]
     server_prox: ClassVar[bool]
+    fusable = True
 
     def server_init(self, problem, params0):
         return {"w": copy(params0)}
@@ -98,6 +99,7 @@ class DualAveraging(Algorithm):
     """
 
     client_prox: ClassVar[bool]
+    fusable = True
 
     def server_init(self, problem, params0):
         return {"z": copy(params0), "etat": 0.0}

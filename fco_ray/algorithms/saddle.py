@@ -28,16 +28,20 @@ from .base import Algorithm, FederatedHyper, State
 
 class SaddleHyper(FederatedHyper):
     ergodic: bool = Field(
-        True, description="also upload each client's sum of z_half to report the ergodic "
-        "average (metrics suffixed _ergodic); doubles floats_up")
+        True, description="also report the ergodic average (metrics suffixed _ergodic): "
+        "FeDualEx uploads each local step's dual (floats_up x (1 + K)), the primal methods "
+        "each client's sum of z_half (floats_up x 2)")
 
 
 class _Ergodic:
-    """Running ergodic mean of the clients' shadow points z_half over all rounds and steps.
+    """Running ergodic mean of shadow points over all rounds and local steps,
+    zhat_R = (1 / (R K)) sum_r sum_k zhat_{r,k+1/2}.
 
-    Clients send sum_k z_half (so the aggregated message is the client mean of those sums);
-    the server accumulates it and divides by the number of local steps taken so far:
-    zhat_R = (1 / (R K)) sum_r sum_k mean_m z^m_{r,k+1/2}.
+    The server adds up one shadow point per local step (`ergodic_update` gets their sum over
+    the round's K steps) and divides by the number of steps so far. What a shadow point is
+    depends on the method: for the primal methods (FedMiP, Extra-step local SGD, PGDA) it is
+    the client mean of the local points z^m_{r,k+1/2}, so clients can send their sums over k
+    (`ergodic_message`); FeDualEx's is the prox of the clients' averaged dual (see FeDualEx).
     """
 
     hp: SaddleHyper
@@ -45,10 +49,11 @@ class _Ergodic:
     def ergodic_init(self, params0: Params) -> State:
         return {"zsum": tmap(np.zeros_like, params0), "steps": 0, "z0": copy(params0)}
 
-    def ergodic_update(self, state: State, mean: dict) -> dict:
+    def ergodic_update(self, state: State, zsum_round: Params) -> dict:
+        """The round's sum over its K local steps of the shadow points."""
         if not self.hp.ergodic:
             return {}
-        zsum = {k: state["zsum"][k] + mean["zhalf_" + k] for k in state["zsum"]}
+        zsum = {k: state["zsum"][k] + zsum_round[k] for k in state["zsum"]}
         return {"zsum": zsum, "steps": state["steps"] + self.hp.local_steps}
 
     def extra_outputs(self, problem: Problem, state: State) -> dict[str, Params]:
@@ -64,6 +69,16 @@ class _Ergodic:
     def ergodic_message(self, zsum: Params) -> dict:
         return {"zhalf_" + k: v for k, v in zsum.items()} if self.hp.ergodic else {}
 
+    def client_zsum(self, mean: dict) -> Params:
+        """The client mean of sum_k z^m_{r,k+1/2}, from the aggregated messages."""
+        return {k[len("zhalf_"):]: v for k, v in mean.items() if k.startswith("zhalf_")}
+
+
+def _step_of(stacked: np.ndarray, k: int, like: np.ndarray, block_ndim: int) -> np.ndarray:
+    """Local step k of an aggregated (..., K, *block) message whose other leading axes are
+    those of `like` (none, or the member axis of a fused run)."""
+    return np.take(stacked, k, axis=like.ndim - block_ndim)
+
 
 class FeDualEx(_Ergodic, Algorithm):
     """Federated dual extrapolation (Algorithm 1). With P_t(v) = prox_{eta_c t psi}(v):
@@ -76,11 +91,19 @@ class FeDualEx(_Ergodic, Algorithm):
 
     sbar = z_0 (so the first primal is z_0, projected) and s_0 = 0. The broadcast carries
     v_r = sbar - s_r (one array instead of both); clients keep their local offset u = s_k - s_r.
+
+    Ergodic output (what Algorithm 1 returns and its theorem bounds): the running mean over
+    r, k of the server's shadow point, the prox of the clients' *averaged* dual,
+        zhat_{r,k+1/2} = P_{t+1}(sbar - s_r - mean_m (u^m_k + eta_c g_m(z^m_k; xi))),
+    not the mean of the clients' z^m_{r,k+1/2} (the prox is not linear). Each client uploads
+    its half-step dual offsets u_k + eta_c g(z_k) for k = 0..K-1 (K arrays); the server averages
+    them over clients and applies the K proxes.
     """
 
     name = "feddualex"
     Hyper = SaddleHyper
     supports = frozenset({"saddle"})
+    fusable = True
 
     def server_init(self, problem, params0):
         return {"s": tmap(np.zeros_like, params0), "sbar": copy(params0), "t": 0.0,
@@ -93,22 +116,34 @@ class FeDualEx(_Ergodic, Algorithm):
         lr, psi = self.hp.client_lr, problem.psi
         v = stack(payload["v"], len(rows))
         u = tmap(np.zeros_like, v)  # s_k - s_r
-        zsum = tmap(np.zeros_like, v)
+        halves = []  # u_k + eta_c g(z_k): the dual offset of z_half, per local step
         for k in range(self.hp.local_steps):
             t = payload["t"] + k
             anchor = sub(v, u)  # sbar - s_k
             z = psi.prox(anchor, lr * t)
             g = problem.grad(z, rows, key.with_step(k, NOISE), self.hp.batch_size)
-            z_half = psi.prox(axpy(-lr, g, anchor), lr * (t + 1))
+            half = axpy(lr, g, u)
+            z_half = psi.prox(sub(v, half), lr * (t + 1))
             g_half = problem.grad(z_half, rows, key.with_step(k, NOISE2), self.hp.batch_size)
             u = axpy(lr, g_half, u)
-            zsum = axpy(1.0, z_half, zsum)
-        return {**u, **self.ergodic_message(zsum)}
+            if self.hp.ergodic:
+                halves.append(half)
+        # (C, K, ...) per block: step k's half-step dual offset of every client
+        dual = {"halfdual_" + b: np.stack([h[b] for h in halves], axis=1) for b in v} if halves else {}
+        return {**u, **dual}
 
     def server_update(self, problem, state, mean, rnd):
-        s = {k: state["s"][k] + self.hp.server_lr * mean[k] for k in state["s"]}
+        zsum = {}
+        if self.hp.ergodic:  # shadow points P_{t+1}(sbar - s_r - mean_m half^m_k), k = 0..K-1
+            v = sub(state["sbar"], state["s"])
+            for k in range(self.hp.local_steps):
+                half = {b: _step_of(mean["halfdual_" + b], k, v[b], len(problem.shapes[b]))
+                        for b in v}
+                shadow = problem.psi.prox(sub(v, half), self.hp.client_lr * (state["t"] + k + 1))
+                zsum = shadow if k == 0 else axpy(1.0, shadow, zsum)
+        s = axpy(self.hp.server_lr, {k: mean[k] for k in state["s"]}, state["s"])
         t = state["t"] + self.hp.server_lr * self.hp.local_steps
-        return {**state, "s": s, "t": t, **self.ergodic_update(state, mean)}
+        return {**state, "s": s, "t": t, **self.ergodic_update(state, zsum)}
 
     def output(self, problem, state):
         return problem.psi.prox(sub(state["sbar"], state["s"]), self.hp.client_lr * state["t"])
@@ -129,6 +164,7 @@ class PrimalSaddle(_Ergodic, Algorithm):
     prox: ClassVar[bool]
     Hyper = SaddleHyper
     supports = frozenset({"saddle"})
+    fusable = True
 
     def server_init(self, problem, params0):
         return {"z": copy(params0), **self.ergodic_init(params0)}
@@ -159,12 +195,12 @@ class PrimalSaddle(_Ergodic, Algorithm):
         return {**sub(z, payload["z"]), **self.ergodic_message(zsum)}
 
     def server_update(self, problem, state, mean, rnd):
-        z = {k: state["z"][k] + self.hp.server_lr * mean[k] for k in state["z"]}
+        z = axpy(self.hp.server_lr, {k: mean[k] for k in state["z"]}, state["z"])
         if self.prox:
             z = problem.psi.prox(z, self.hp.server_lr * self.hp.client_lr * self.hp.local_steps)
         else:
             z = problem.psi.project(z)
-        return {**state, "z": z, **self.ergodic_update(state, mean)}
+        return {**state, "z": z, **self.ergodic_update(state, self.client_zsum(mean))}
 
     def output(self, problem, state):
         return state["z"]
@@ -192,8 +228,8 @@ class FedMiP(PrimalSaddle):
     def server_update(self, problem, state, mean, rnd):
         if self.hp.server_prox:
             return super().server_update(problem, state, mean, rnd)
-        z = problem.psi.project({k: state["z"][k] + self.hp.server_lr * mean[k] for k in state["z"]})
-        return {**state, "z": z, **self.ergodic_update(state, mean)}
+        z = problem.psi.project(axpy(self.hp.server_lr, {k: mean[k] for k in state["z"]}, state["z"]))
+        return {**state, "z": z, **self.ergodic_update(state, self.client_zsum(mean))}
 
 
 class ExtragradLocalSGD(PrimalSaddle):

@@ -238,6 +238,7 @@ class SVRGFamily(Algorithm):
     without local work is its full gradient grad F_k(w) (C, d)."""
 
     Hyper = SVRGFamilyHyper
+    supports = frozenset({"nodes"})
 
     def client_weights(self, problem, rows):
         return problem.train.sizes[rows].astype(float)

@@ -41,6 +41,7 @@ from ray.util.placement_group import (
 )
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from .. import cluster
 from ..random import Key
 from .local import add_sums, weighted_sum
 
@@ -137,13 +138,17 @@ class RayBackend:
     `placement_timeout_s`: how long to wait for the cluster to grant the actors' CPUs
     before giving up with an error that says what was needed. `max_restarts`: how often
     each actor may be restarted after its process died (0: a dead actor is an error).
+    `address`: the Ray cluster to join (host:port or ray://...; default $RAY_ADDRESS, else
+    a new local cluster on loopback; see `fco_ray.cluster.connect`). Ignored when this
+    process is already connected to Ray (e.g. inside a Tune trial).
     """
 
     name = "ray"
 
     def __init__(self, problem, actors: int = 2, cpus_per_actor: float = 1.0,
                  placement: str = "spread", chunk_size: int = 1024,
-                 placement_timeout_s: float = 120.0, max_restarts: int = MAX_RESTARTS):
+                 placement_timeout_s: float = 120.0, max_restarts: int = MAX_RESTARTS,
+                 address: str | None = None):
         if placement not in STRATEGIES:
             raise ValueError(f"backend.placement must be one of {sorted(STRATEGIES)}, got {placement!r}")
         for key, value, low in (("actors", actors, 1), ("chunk_size", chunk_size, 1)):
@@ -151,10 +156,10 @@ class RayBackend:
                 raise ValueError(f"backend.{key} must be >= {low}, got {value!r}")
         if not cpus_per_actor > 0:
             raise ValueError(f"backend.cpus_per_actor must be > 0, got {cpus_per_actor!r}")
-        self.started_ray = not ray.is_initialized()
-        if self.started_ray:
-            # like `ray.init(address=$RAY_ADDRESS)`: join that cluster, else start a local one
-            ray.init(address=os.environ.get("RAY_ADDRESS") or None)
+        # exactly the cluster named by `address` / $RAY_ADDRESS, else a new private local
+        # one (never whichever cluster happens to run here): fco_ray/cluster.py
+        self._connection = cluster.connect(address)
+        self.started_ray = self._connection.initialized
         self.num_clients = problem.num_clients
         n = min(actors, self.num_clients)
         self.own_pg = None
@@ -251,6 +256,6 @@ class RayBackend:
         if self.own_pg is not None:
             remove_placement_group(self.own_pg)
             self.own_pg = None
-        if self.started_ray and ray.is_initialized():
-            ray.shutdown()
+        if self.started_ray:
+            cluster.disconnect(self._connection)
         self.started_ray = False

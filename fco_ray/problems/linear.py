@@ -1,9 +1,15 @@
 """Federated linear regression with a sparse (E1, LASSO) or low-rank (E2) ground truth.
 
 Model: `y = <X, W> + b` with features `X` of shape `feature_shape` ((d,) or (p, q)), loss
-`f = 1/2 (y - <X, W> - b)^2` (the 1/2 makes the centralized LASSO objective identical to
-scikit-learn's `Lasso` with `alpha = lam`), psi = lam * ||W||_1 or lam * ||W||_*, intercept
-`b` unregularized. `val_mse` is the plain mean squared error (no 1/2) on validation clients.
+`f = (<X, W> + b - y)^2` (the FCO paper's, no 1/2, so its learning rates and `lam` carry over
+one to one), psi = lam * ||W||_1 or lam * ||W||_*, intercept `b` unregularized. The centralized
+LASSO objective `mean (y - <x, w> - b)^2 + lam ||w||_1` is twice scikit-learn's `Lasso`
+objective `1/(2n) ||y - Xw - b||^2 + alpha ||w||_1` at `alpha = lam / 2` (same minimizer).
+`val_mse` is the mean squared error on validation clients.
+
+Client heterogeneity: client m's features are shifted by its own `mu_m ~ N(0, shift^2 I)`
+(`shift = 0`: IID clients). A shift adds a rank-one term `mu_m mu_m^T` of eigenvalue about
+`shift^2 d` to client m's Hessian, which bounds the stable client rates.
 """
 from __future__ import annotations
 
@@ -24,13 +30,14 @@ class LinearRegression(Problem):
     def loss_and_grad(self, params: Params, batch):
         xf, resid = self._residuals(params, batch["x"], batch["y"])
         wr = batch["weight"] * resid
-        return 0.5 * np.einsum("cb,cb->c", wr, resid), self._grads(wr, xf)
+        return np.einsum("cb,cb->c", wr, resid), self._grads(2.0 * wr, xf)
 
     def grad(self, params: Params, rows, key, batch_size):
         """The minibatch gradient of every local step: the numbers of the generic
         `loss_and_grad(params, minibatch(...))` (weights 1/B, rows from `sample_rows`) up to
         summation order, from one compiled call that draws the rows and makes one pass over
-        them (`kernels.sampled_linear_grad`: no gathered copy of the minibatch, no loss)."""
+        them (`kernels.sampled_linear_grad`: no gathered copy of the minibatch, no loss; it
+        computes the gradient of the half squared error, hence the factor 2)."""
         if batch_size is None:
             return super().grad(params, rows, key, batch_size)
         sizes, offsets = self.row_ranges(rows)
@@ -38,12 +45,38 @@ class LinearRegression(Problem):
         c = len(sizes)
         if len(ids) != c:  # the kernel does not check bounds
             raise ValueError(f"key has {len(ids)} client ids for {c} rows")
-        gw, gb = kernels.sampled_linear_grad(
-            self._x_rows, self.train.arrays["y"].reshape(-1),
-            key.seed, key.round, key.step, key.stream, ids, sizes, offsets, batch_size,
-            np.ascontiguousarray(params["w"]).reshape(c, -1),
-            np.ascontiguousarray(params["b"]).reshape(c))
+        group = _run_length(ids, np.asarray(rows))
+        if group > 1:  # a fused group: G configurations per client, one shared minibatch
+            gw, gb = self._group_grad(params, key, ids[::group], sizes[::group],
+                                      offsets[::group], batch_size, group)
+        else:
+            gw, gb = kernels.sampled_linear_grad(
+                self._x_rows, self.train.arrays["y"].reshape(-1),
+                key.seed, key.round, key.step, key.stream, ids, sizes, offsets, batch_size,
+                np.ascontiguousarray(params["w"]).reshape(c, -1),
+                np.ascontiguousarray(params["b"]).reshape(c))
+        gw *= 2.0
+        gb *= 2.0
         return {"w": gw.reshape((c,) + self.shapes["w"]), "b": gb}
+
+    def _group_grad(self, params: Params, key, ids, sizes, offsets, batch_size: int, group: int):
+        """The half-squared-error gradients of G = `group` models per client on the client's
+        one minibatch (the rows its key draws, as `sampled_linear_grad` draws them): the
+        rows are gathered once and every model's residuals and gradient are two batched
+        matrix products, R = X W^T (B x G) and R^T X / B (G x P), instead of G passes."""
+        flat = kernels.keyed_integers(key.seed, key.round, key.step, key.stream, ids, sizes,
+                                      batch_size)
+        flat += offsets[:, None]
+        x = self._x_rows[flat]  # (C, B, P)
+        y = self.train.arrays["y"].reshape(-1)[flat]  # (C, B)
+        c = len(ids)
+        w = np.ascontiguousarray(params["w"]).reshape(c, group, -1)
+        resid = np.matmul(x, w.transpose(0, 2, 1))  # (C, B, G)
+        resid += np.asarray(params["b"]).reshape(c, 1, group)
+        resid -= y[:, :, None]
+        resid /= batch_size
+        gw = np.matmul(resid.transpose(0, 2, 1), x)  # (C, G, P)
+        return gw.reshape(c * group, -1), resid.sum(axis=1).reshape(-1)
 
     @property
     def _x_rows(self) -> np.ndarray:
@@ -67,11 +100,11 @@ class LinearRegression(Problem):
         return {"w": np.matmul(wr[:, None, :], xf).reshape((c,) + self.shapes["w"]), "b": wr.sum(axis=1)}
 
     def loss(self, params: Params) -> float:
-        """F(W, b) = (1/M) sum_m sum_i weight_mi 1/2 (<x_mi, W> + b - y_mi)^2, without the
+        """F(W, b) = (1/M) sum_m sum_i weight_mi (<x_mi, W> + b - y_mi)^2, without the
         gradient: one pass over the training data instead of the two of `full_loss_grad`
         (every evaluation computes it; same value up to summation order)."""
         resid = self.predict(params, self.train) - self.train.arrays["y"]
-        return float(0.5 * np.sum(self.train.full_weights() * resid**2) / self.num_clients)
+        return self.mse(params, self.train)
 
     def predict(self, params: Params, data: ClientData) -> np.ndarray:
         xf = data.arrays["x"].reshape(data.num_clients, data.arrays["x"].shape[1], -1)
@@ -94,6 +127,19 @@ class LinearRegression(Problem):
             if truth is not None:
                 out["recovery_error"] = float(np.linalg.norm(w - truth))
         return out
+
+
+def _run_length(ids: np.ndarray, rows: np.ndarray) -> int:
+    """G if the stacked clients come in runs of G copies of one client (same id, same data
+    row: a fused group, see fco_ray.fused), else 1. Copies draw the same minibatch."""
+    n = len(ids)
+    if n < 2 or ids[0] != ids[1]:
+        return 1
+    group = int(np.argmax(ids != ids[0])) or n
+    if n % group or np.any(ids.reshape(-1, group) != ids[::group, None]) \
+            or np.any(rows.reshape(-1, group) != rows[::group, None]):
+        return 1
+    return group
 
 
 def support_metrics(w: np.ndarray, truth: np.ndarray | None) -> dict[str, float]:
@@ -124,10 +170,11 @@ def _ar1_gaussian(rng, shape, rho: float) -> np.ndarray:
     return lfilter([1.0], [1.0, -rho], e, axis=-1)
 
 
-def _regression_clients(rng, sizes, feature_shape, w_true, bias, noise, features) -> ClientData:
+def _regression_clients(rng, sizes, feature_shape, w_true, bias, noise, shift, features) -> ClientData:
     n_max = int(sizes.max())
     x = features(rng, (len(sizes), n_max) + feature_shape)
-    x += rng.standard_normal((len(sizes), 1) + feature_shape)  # client shift mu_m
+    # client shift mu_m ~ N(0, shift^2 I); drawn for every shift, so the other draws stay the same
+    x += shift * rng.standard_normal((len(sizes), 1) + feature_shape)
     mask = np.arange(n_max)[None, :] < sizes[:, None]
     x *= mask.reshape(mask.shape + (1,) * len(feature_shape))
     y = np.tensordot(x, w_true, axes=len(feature_shape)) + bias
@@ -137,16 +184,17 @@ def _regression_clients(rng, sizes, feature_shape, w_true, bias, noise, features
 
 def make_lasso(*, seed: int, lam: float, clients: int, samples_per_client, dim: int,
                support: int, val_clients: int, bias: str, correlation: float,
-               noise: float) -> LinearRegression:
-    """E1: w*_j = 1 for j < support; x = mu_m + delta, delta ~ N(0, Sigma), Sigma_ij = rho^|i-j|."""
+               noise: float, shift: float) -> LinearRegression:
+    """E1: w*_j = 1 for j < support; x = mu_m + delta, mu_m ~ N(0, shift^2 I),
+    delta ~ N(0, Sigma), Sigma_ij = rho^|i-j|; y = <x, w*> + b* + N(0, noise^2)."""
     rng = np.random.default_rng([seed, 0xDA7A])
     w_true = (np.arange(dim) < support).astype(float)
     b_true = rng.standard_normal() if bias == "gaussian" else 0.0
     feats = lambda g, shape: _ar1_gaussian(g, shape, correlation)  # noqa: E731
     sizes = _client_sizes(clients, samples_per_client)
-    train = _regression_clients(rng, sizes, (dim,), w_true, b_true, noise, feats)
+    train = _regression_clients(rng, sizes, (dim,), w_true, b_true, noise, shift, feats)
     val = _regression_clients(rng, _client_sizes(val_clients, int(sizes.max())), (dim,), w_true,
-                              b_true, noise, feats)
+                              b_true, noise, shift, feats)
     return LinearRegression(
         train=train, val=val, shapes={"w": (dim,), "b": ()},
         psi=R.Blockwise({"w": R.L1(lam)}, {"w": (dim,), "b": ()}),
@@ -155,16 +203,17 @@ def make_lasso(*, seed: int, lam: float, clients: int, samples_per_client, dim: 
 
 
 def make_lowrank(*, seed: int, lam: float, clients: int, samples_per_client, dim: int,
-                 rank: int, val_clients: int, noise: float) -> LinearRegression:
-    """E2: W* = diag(1,..,1,0,..,0) of rank `rank`; X = G + Mu_m; y = <X, W*> + N(0, noise^2)."""
+                 rank: int, val_clients: int, noise: float, shift: float) -> LinearRegression:
+    """E2: W* = diag(1,..,1,0,..,0) of rank `rank`; X = G + Mu_m, Mu_m with iid N(0, shift^2)
+    entries; y = <X, W*> + N(0, noise^2)."""
     rng = np.random.default_rng([seed, 0xDA7A])
     w_true = np.diag((np.arange(dim) < rank).astype(float))
     feats = lambda g, shape: g.standard_normal(shape)  # noqa: E731
     sizes = _client_sizes(clients, samples_per_client)
     shape = (dim, dim)
-    train = _regression_clients(rng, sizes, shape, w_true, 0.0, noise, feats)
+    train = _regression_clients(rng, sizes, shape, w_true, 0.0, noise, shift, feats)
     val = _regression_clients(rng, _client_sizes(val_clients, int(sizes.max())), shape, w_true,
-                              0.0, noise, feats)
+                              0.0, noise, shift, feats)
     return LinearRegression(
         train=train, val=val, shapes={"w": shape, "b": ()},
         psi=R.Blockwise({"w": R.Nuclear(lam)}, {"w": shape, "b": ()}),

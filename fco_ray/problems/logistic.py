@@ -44,35 +44,28 @@ from .registry import ProblemParams, register_problem
 from .base import ClientData, Problem
 from .linear import NONZERO  # |w| above this counts as a nonzero weight (density)
 
-POOL_CHUNK = 4096  # rows per chunk of the pooled full-data passes (bounds activation memory)
+POOL_CHUNK = 4096  # rows per chunk of the full-data passes (bounds activation memory)
 
 
 class Classifier(Problem):
     """Shared parts of the classification problems.
 
-    Full-data losses are computed on the *pooled* rows (padding removed) with row weights
-    1/(M n_m), in chunks: the same value as the client mean of the base class, without
+    Full-data losses are computed over all rows at once with row weights 1/(M n_m) (0 on
+    padding), in chunks: the same value as the client mean of the base class, without
     materializing one gradient per client (which would be M times the model size).
     """
 
     weight_blocks: ClassVar[tuple[str, ...]] = ("w",)
 
-    def __getstate__(self):
-        # the pooled-data cache is rebuilt on demand; never ship it to Ray actors
-        state = dict(self.__dict__)
-        state.pop("_pool_cache", None)
-        return state
-
-    def _pooled(self, data: ClientData) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        cache = self.__dict__.setdefault("_pool_cache", {})
-        if id(data) not in cache:
-            rows = data.full_weights() / data.num_clients
-            mask = rows > 0
-            cache[id(data)] = (data, data.pooled(), rows[mask])
-        return cache[id(data)][1:]
+    @staticmethod
+    def _rows(data: ClientData) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Every row of `data` as flat views (clients * max_samples, ...) and its weight
+        1/(M n_m) (0 on padding rows): no copy of the data."""
+        arrays = {k: v.reshape((-1,) + v.shape[2:]) for k, v in data.arrays.items()}
+        return arrays, (data.full_weights() / data.num_clients).reshape(-1)
 
     def full_loss_grad(self, params: Params, data: ClientData | None = None) -> tuple[float, Params]:
-        arrays, weights = self._pooled(self.train if data is None else data)
+        arrays, weights = self._rows(self.train if data is None else data)
         loss, grads = 0.0, {k: np.zeros(np.shape(v)) for k, v in params.items()}
         stacked = {k: np.asarray(v)[None] for k, v in params.items()}  # one "client": all rows
         for start in range(0, len(weights), POOL_CHUNK):
@@ -89,11 +82,12 @@ class Classifier(Problem):
         """Predicted labels of samples x (n, ...) under an unbatched model."""
 
     def accuracy(self, params: Params, data: ClientData) -> float:
-        arrays, _ = self._pooled(data)
-        x, y = arrays["x"], arrays["y"]
-        hits = sum(int(np.sum(self.predict(params, x[s:s + POOL_CHUNK]) == y[s:s + POOL_CHUNK]))
+        arrays, weights = self._rows(data)
+        x, y, real = arrays["x"], arrays["y"], weights > 0
+        hits = sum(int(np.sum((self.predict(params, x[s:s + POOL_CHUNK]) == y[s:s + POOL_CHUNK])
+                              & real[s:s + POOL_CHUNK]))
                    for s in range(0, len(y), POOL_CHUNK))
-        return hits / len(y)
+        return hits / int(real.sum())
 
     def evaluate(self, params: Params) -> dict[str, float]:
         out = {"train_accuracy": self.accuracy(params, self.train)}

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -221,6 +221,7 @@ class SparseTextLogReg(Problem):
     lam: float = 0.0
     total_samples: int = 0
     aggregation: np.ndarray | None = None
+    kinds: ClassVar[frozenset[str]] = frozenset({"minimize", "nodes"})
 
     @classmethod
     def from_nodes(cls, train: SparseNodes, test: SparseNodes | None = None, *,
@@ -317,6 +318,10 @@ class SparseTextLogReg(Problem):
         predicted = np.where(self.val.x @ w > 0, 1.0, -1.0)
         return float(np.mean(predicted != self.val.y))
 
+    def metric_names(self) -> list[str]:
+        """Known without solving for w* (which `metrics` needs)."""
+        return ["train_loss", "suboptimality"] + (["test_error"] if self.val is not None else [])
+
     def metrics(self, params: Params) -> dict[str, float]:
         with np.errstate(all="ignore"):
             value = self.full_loss_grad(params)[0]
@@ -331,6 +336,8 @@ class SparseTextParams(ProblemParams):
     """E7 (Konecny et al. 2016, Fig. 2). Defaults: a generated stand-in for the paper's
     (non-public) data: 10,000 authors with 75..9,000 posts each (power law), d = 20,000
     words, `lam = 1/n`. `dataset: libsvm` reads real data instead (see fco_ray.data.libsvm)."""
+
+    problem_class: ClassVar[type[Problem]] = SparseTextLogReg
 
     name: Literal["sparse_text_logreg"] = "sparse_text_logreg"
     dataset: Literal["generated", "libsvm"] = "generated"

@@ -16,12 +16,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-import ray
 import yaml
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search import BasicVariantGenerator
 
+from ..cluster import connect, disconnect
 from ..errors import ConfigError
 from ..tracking import Store, SweepLog, TrackingUnavailable, check_store
 from .logging import MLflowLogger, tune_loggers
@@ -55,8 +55,9 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
               echo: Callable[[str], None] = partial(print, flush=True)) -> SweepOutcome:
     """Run (or resume) a sweep file on the current Ray cluster; what `fco-ray sweep` does.
 
-    Connects to `RAY_ADDRESS` if set, else starts a local Ray cluster (unless Ray is
-    already initialized in this process). Tune's state lives in `<storage>/<name>`
+    Joins the Ray cluster at `RAY_ADDRESS` if set, else starts a new local one on loopback
+    (unless Ray is already initialized in this process): `fco_ray.cluster.connect`.
+    Tune's state lives in `<storage>/<name>`
     (default storage: `./ray_results`); `resume=True` restores it (`Tuner.restore`), reruns
     unfinished and errored trials, and reuses the MLflow parent and child runs.
     """
@@ -73,9 +74,7 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             raise ConfigError(f"--resume: {path} (with these --set values) differs from the "
                               f"sweep being resumed ({kept}); resume with the same file and values")
     check_store(sweep.tracking_uri)  # fail fast: before Ray starts and any trial runs
-    started_ray = not ray.is_initialized()
-    if started_ray:
-        ray.init(address=os.environ.get("RAY_ADDRESS") or "local")
+    connection = connect()  # the cluster at RAY_ADDRESS, else a new local one on loopback
     try:
         store = Store(sweep.tracking_uri)
         log = SweepLog(store, sweep.experiment, sweep.name, sweep.metric, sweep.mode,
@@ -118,8 +117,7 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
         return SweepOutcome(log.parent_id, log.experiment_id, store.uri, exp_dir, results,
                             results.num_errors, best)
     finally:
-        if started_ray:
-            ray.shutdown()
+        disconnect(connection)
 
 
 @contextmanager

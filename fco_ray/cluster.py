@@ -1,0 +1,133 @@
+"""How fco-ray joins Ray: exactly the cluster the user named, or a new private one.
+
+`connect()` is the one way fco-ray starts or joins Ray (the ray backend and the sweep
+runner both call it):
+
+- this process is already connected (`ray.is_initialized()`: a Tune trial's worker, a test
+  fixture, a script that called `ray.init` itself): that connection is used as it is;
+- an address is named (the `address` argument, else the `RAY_ADDRESS` environment
+  variable): connect to exactly that cluster, or fail saying so. `"auto"` is refused: it
+  asks Ray to join whichever local cluster it finds (possibly another user's);
+- otherwise: start a NEW local cluster for this process, even if another one runs on this
+  machine (`ray.init(address="local")`; a bare `ray.init()` would join the cluster last
+  started here by anyone). It is bound to loopback: Ray's processes (GCS, raylet, agents,
+  workers, the Prometheus metrics endpoints) listen on 127.0.0.1 only, the dashboard web UI
+  is off, metrics are not collected, and Ray's token authentication stays on (Ray's default
+  for new local clusters). Ray's own log lines stay out of stdout (where `fco-ray run` prints
+  its metrics table): workers' output is not forwarded to this process, and Ray's driver
+  log shows warnings only, on stderr.
+
+`disconnect(connection)` undoes what `connect` did: ends the cluster it started, or
+disconnects from the one it joined; a connection that existed before is left alone.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass
+
+from .config import ConfigError
+
+LOOPBACK = "127.0.0.1"
+#: Ray's options for a new local cluster (see the module docstring for why each).
+LOCAL_OPTIONS = {
+    "include_dashboard": False,
+    "dashboard_host": LOOPBACK,
+    "log_to_driver": False,
+    "logging_level": logging.WARNING,
+    "_node_ip_address": LOOPBACK,
+    "_system_config": {"enable_metrics_collection": False},
+}
+#: Options for joining a named cluster (its own processes are configured by whoever
+#: started it; these only concern this driver).
+JOIN_OPTIONS = {"log_to_driver": False, "logging_level": logging.WARNING}
+
+
+class ClusterError(RuntimeError):
+    """The named Ray cluster cannot be used (unreachable, or not named precisely)."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    initialized: bool  # this call connected the process (`disconnect` undoes it)
+    started: bool  # this call started a new local cluster (`disconnect` ends it)
+    address: str  # the cluster's GCS address, host:port
+
+
+def requested_address(address: str | None = None) -> str | None:
+    """The cluster address asked for: `address`, else $RAY_ADDRESS; None for a new local
+    cluster ("" and "local" also mean that)."""
+    if address is None:
+        address = os.environ.get("RAY_ADDRESS")
+    address = (address or "").strip()
+    if address in ("", "local"):
+        return None
+    if address == "auto":
+        raise ConfigError(
+            "Ray address 'auto' (from the address option or RAY_ADDRESS) would join whichever "
+            "local Ray cluster is found, possibly another user's; name the cluster instead "
+            "(host:port as printed by `ray start --head`, or ray://host:port), or leave it "
+            "unset to start a private local cluster")
+    return address
+
+
+def connect(address: str | None = None, *, num_cpus: int | None = None) -> Connection:
+    """Connect this process to Ray (see the module docstring). `num_cpus`: CPUs of a new
+    local cluster (default: this machine's); ignored when joining a cluster."""
+    import ray
+
+    if ray.is_initialized():
+        return Connection(False, False, ray.get_runtime_context().gcs_address)
+    named = requested_address(address)
+    if named is not None:
+        try:
+            ray.init(address=named, **JOIN_OPTIONS)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise ClusterError(f"cannot connect to the Ray cluster at {named!r} "
+                               f"(from the address option or RAY_ADDRESS): {e}") from e
+        return Connection(True, False, ray.get_runtime_context().gcs_address)
+    with _loopback_node():
+        ray.init(address="local", num_cpus=num_cpus, **LOCAL_OPTIONS)
+    return Connection(True, True, ray.get_runtime_context().gcs_address)
+
+
+def disconnect(connection: Connection) -> None:
+    """Undo `connect`: end the cluster it started, or leave the cluster it joined (which
+    keeps running); nothing if the process was already connected before."""
+    import ray
+
+    if connection.initialized and ray.is_initialized():
+        ray.shutdown()
+
+
+@contextlib.contextmanager
+def _loopback_node():
+    """Keep a new local cluster on 127.0.0.1 while Ray starts it.
+
+    Ray replaces a node IP of 127.0.0.1 by this machine's network address (so that other
+    nodes could reach it) unless `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER` is off; with the
+    node IP on loopback, every Ray process binds its ports to loopback only. The variable
+    is read when Ray is imported, so it is set both in the environment (for the processes
+    Ray starts) and in the already imported constant. Token auth: Ray turns it on for a
+    new local cluster when RAY_AUTH_MODE is unset, and warns about it on every start; the
+    choice is kept (a user's own RAY_AUTH_MODE too) and that one warning muted."""
+    from ray._private import ray_constants
+
+    saved_env = {k: os.environ.get(k) for k in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",)}
+    saved_flag = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    saved_level = auth_log.level
+    auth_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        auth_log.setLevel(saved_level)
+        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

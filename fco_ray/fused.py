@@ -1,0 +1,292 @@
+"""Fused runs: G configurations of one algorithm that differ only in real-valued
+hyperparameters (`client_lr`, `server_lr`, ...) as one stacked computation.
+
+Members of a group share the problem, the seed and every other setting, so they sample the
+same clients and draw the same minibatch rows (randomness is keyed by seed, round, client
+and step, never by configuration). `Fused` presents the group to the unchanged engine
+protocol as one algorithm:
+
+- the server state holds every member on a leading member axis (G, ...); values equal
+  across members (e.g. a step counter) stay plain numbers;
+- the broadcast carries every member's payload; each client runs its local steps for all
+  members at once as a stack of C * G rows (client-major: row c * G + g is member g on
+  client c), with each varying hyperparameter one value per row (`tree.per_row`), so the
+  rows a client reads at a step are read once per step and served to every member from
+  cache;
+- a client's message has shape (G, ...), so the backends' weighted sums over clients give
+  every member's aggregate at once (on Ray actors too).
+
+The algorithm's own update rules run unchanged on the stacked rows: every fused member
+computes the same floating-point operations as its unfused run, so results are equal
+(tests: to 1e-12 relative). `run_fused` is the engine's round loop over a group, with one
+status per member: a member whose broadcast or objective stops being finite ends
+`diverged` with its finite rows, and the others go on.
+"""
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+from typing import Callable
+
+import numpy as np
+
+from .algorithms.base import Algorithm
+from .engine import INIT_TAG, NUMERICAL_FAILURES, RunResult
+from .problems.base import Problem
+from .random import Key, generator
+from .tree import PerRow, all_finite, size
+
+
+def varying_fields(hps: list) -> list[str]:
+    """Hyperparameters that differ across `hps` (one algorithm's); each must be a real
+    number: other settings change the computation's shape or flow, not only its values."""
+    fields = type(hps[0]).model_fields
+    varying = [f for f in fields if len({repr(getattr(hp, f)) for hp in hps}) > 1]
+    for f in varying:
+        if any(isinstance(getattr(hp, f), bool) or not isinstance(getattr(hp, f), (int, float))
+               for hp in hps) or fields[f].annotation not in (float, float | None):
+            raise ValueError(f"algorithm.{f} differs across the fused configurations; only "
+                             "real-valued hyperparameters can be fused")
+    return varying
+
+
+def fuse_key(hp) -> str:
+    """Configurations of one algorithm with the same key can run fused: every setting
+    except the real-valued hyperparameters."""
+    fields = type(hp).model_fields
+    fixed = {f: getattr(hp, f) for f in fields if fields[f].annotation not in (float, float | None)}
+    return repr(sorted(fixed.items()))
+
+
+def stack_states(states: list):
+    """One state for all members: arrays get a leading member axis; numbers equal across
+    members stay numbers."""
+    first = states[0]
+    if isinstance(first, dict):
+        return {k: stack_states([s[k] for s in states]) for k in first}
+    if np.ndim(first) == 0 and not isinstance(first, np.ndarray) and all(s == first for s in states):
+        return first
+    return np.stack([np.asarray(s) for s in states])
+
+
+def take_members(tree, members):
+    """The given members of a stacked state (numbers, shared by all, stay as they are)."""
+    if isinstance(tree, dict):
+        return {k: take_members(v, members) for k, v in tree.items()}
+    return tree[members] if isinstance(tree, np.ndarray) and tree.ndim else tree
+
+
+def member(tree, g: int):
+    """Member g's own (unstacked) tree."""
+    if isinstance(tree, dict):
+        return {k: member(v, g) for k, v in tree.items()}
+    return tree[g] if isinstance(tree, np.ndarray) and tree.ndim else tree
+
+
+def _rows(payload: dict, clients: int, g: int) -> dict:
+    """A stacked payload as per-row values for `clients` clients (client-major rows): each
+    model tree becomes a `PerRow` tree, each number one value per row."""
+    out = {}
+    for k, v in payload.items():
+        if isinstance(v, dict):
+            out[k] = PerRow(_rows(v, clients, g))
+        else:
+            v = np.asarray(v)
+            out[k] = (np.tile(v, (clients,) + (1,) * (v.ndim - 1)) if v.ndim
+                      else np.full(clients * g, float(v)))
+    return out
+
+
+class Fused(Algorithm):
+    """G members of one algorithm class as one algorithm (see the module docstring)."""
+
+    def __init__(self, members: list[Algorithm]):
+        cls = type(members[0])
+        if any(type(m) is not cls for m in members):
+            raise ValueError("a fused group holds configurations of one algorithm")
+        if not cls.fusable:
+            raise ValueError(f"algorithm {cls.name!r} cannot run fused")
+        hps = [m.hp for m in members]
+        if len({fuse_key(hp) for hp in hps}) > 1:
+            raise ValueError("fused configurations differ in more than real-valued hyperparameters")
+        self.cls, self.members, self.size = cls, members, len(members)
+        self.varying = varying_fields(hps)
+        super().__init__(hps[0])  # the shared settings: clients per round, steps, weighting
+        self.server = cls(self._hyper(1))
+        self.name = cls.name
+
+    @property
+    def uses_clients(self):
+        return self.cls.uses_clients
+
+    @property
+    def exchanges_per_round(self):
+        return self.cls.exchanges_per_round
+
+    def _hyper(self, repeat: int) -> SimpleNamespace:
+        """The hyperparameters with each varying one as a value per row: members x `repeat`
+        (client-major: `repeat` clients of G rows each)."""
+        values = {f: getattr(self.hp, f) for f in type(self.hp).model_fields}
+        for f in self.varying:
+            values[f] = np.tile(np.array([getattr(m.hp, f) for m in self.members], float), repeat)
+        return SimpleNamespace(**values)
+
+    def select_clients(self, seed, rnd, num_clients):
+        return self.members[0].select_clients(seed, rnd, num_clients)
+
+    def client_weights(self, problem, rows):
+        return self.members[0].client_weights(problem, rows)
+
+    def server_init(self, problem, params0):
+        return stack_states([m.server_init(problem, params0) for m in self.members])
+
+    def broadcast(self, state):
+        return self.server.broadcast(state)
+
+    def client_update(self, problem: Problem, payload, rows, key: Key):
+        clients, g = len(rows), self.size
+        algorithm = self.cls(self._hyper(clients))
+        stacked = dataclasses.replace(key, client_ids=np.repeat(np.asarray(key.client_ids), g))
+        message = algorithm.client_update(problem, _rows(payload, clients, g),
+                                          np.repeat(np.asarray(rows), g), stacked)
+        return {k: v.reshape((clients, g) + v.shape[1:]) for k, v in message.items()}
+
+    def server_update(self, problem, state, mean, rnd):
+        return self.server.server_update(problem, state, mean, rnd)
+
+    def output(self, problem, state):
+        return self.server.output(problem, state)
+
+    def extra_outputs(self, problem, state):
+        return self.server.extra_outputs(problem, state)
+
+    def extra_output_names(self):
+        return self.members[0].extra_output_names()
+
+    def keep(self, members: list[int]) -> "Fused":
+        """The group of the given members only."""
+        return Fused([self.members[i] for i in members])
+
+
+def _round(problem: Problem, fused: Fused, state, backend, seed: int, rnd: int):
+    """One communication round of a group: (new state, floats per member up / down, the
+    positions of members whose broadcast was not finite: they took no part)."""
+    up = down = 0.0
+    stopped: list[int] = []
+    live = list(range(fused.size))
+    for _ in range(fused.exchanges_per_round):
+        payload = fused.broadcast(state)
+        bad = [j for j in range(len(live)) if not all_finite(member(payload, j))]
+        if bad:
+            stopped += [live[j] for j in bad]
+            keep = [j for j in range(len(live)) if j not in bad]
+            live = [live[j] for j in keep]
+            if not live:
+                return state, (up, down), stopped
+            fused, state = fused.keep(keep), take_members(state, keep)
+            payload = fused.broadcast(state)
+        mean = {}
+        if fused.uses_clients:
+            ids = fused.select_clients(seed, rnd, problem.num_clients)
+            with np.errstate(all="ignore"):
+                total, weight = backend.map_clients(fused, payload, ids, Key(seed, rnd, ids))
+            mean = {k: v / weight for k, v in total.items()}
+            up += size(total) / fused.size * len(ids)
+            down += size(payload) / fused.size * len(ids)
+        with np.errstate(all="ignore"):
+            state = fused.server_update(problem, state, mean, rnd)
+    return state, (up, down), stopped
+
+
+def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds: int,
+              eval_every: int, seed: int,
+              on_eval: Callable[[int, dict], None] | None = None,
+              divergence: float | None = None) -> list[RunResult]:
+    """The engine's round loop (`engine.run_rounds`) over a fused group: one RunResult per
+    configuration, equal to its unfused run (same rows, same status, the same divergence
+    rules). `on_eval(i, row)` sees configuration i's rows as they are computed."""
+    results = [RunResult() for _ in algorithms]
+    limits = [np.inf] * len(algorithms)  # train_loss above this ends a member (engine.run_rounds)
+    active = list(range(len(algorithms)))  # configurations still running, in group order
+    fused = Fused(algorithms)
+    state = fused.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
+    comm = {"floats_up": 0.0, "floats_down": 0.0}
+
+    def end(positions: list[int], at_state) -> None:
+        """End the members at these positions of `active` as diverged; keep the others."""
+        nonlocal fused, state, active
+        for j in positions:
+            results[active[j]].status = "diverged"
+            results[active[j]].state = member(at_state, j)
+        keep = [j for j in range(len(active)) if j not in positions]
+        active = [active[j] for j in keep]
+        if active:
+            fused, state = fused.keep(keep), take_members(state, keep)
+
+    def record(rnd: int) -> None:
+        outputs, extras, stopped = fused.output(problem, state), fused.extra_outputs(problem, state), []
+        for j, i in enumerate(active):
+            with np.errstate(all="ignore"):
+                metrics = problem.metrics(member(outputs, j))
+                for suffix, params in extras.items():
+                    metrics.update({f"{k}_{suffix}": v
+                                    for k, v in problem.metrics(member(params, j)).items()})
+            loss = metrics.get("train_loss", 0.0)
+            if not np.isfinite(loss) or loss > limits[i]:
+                stopped.append(j)
+                continue
+            if rnd == 0 and divergence is not None and "minimize" in problem.kinds and loss > 0:
+                limits[i] = divergence * loss
+            row = {"round": rnd, **metrics, **comm}
+            results[i].records.append(row)
+            if on_eval is not None:
+                on_eval(i, row)
+        end(stopped, state)
+
+    def advance(rnd: int) -> None:
+        nonlocal state, comm
+        try:
+            new, (up, down), stopped = _round(problem, fused, state, backend, seed, rnd)
+            end(stopped, state)
+            if active:
+                state = new  # holds exactly the members that took part
+        except NUMERICAL_FAILURES:  # e.g. an SVD of huge numbers: find who, member by member
+            states, failed, up, down = [], [], 0.0, 0.0
+            for j in range(len(active)):
+                try:
+                    single, (up, down), stopped = _round(problem, fused.keep([j]),
+                                                         take_members(state, [j]), backend, seed, rnd)
+                except NUMERICAL_FAILURES:
+                    stopped = [0]
+                if stopped:
+                    failed.append(j)
+                else:
+                    states.append(single)
+            end(failed, state)
+            if active:
+                state = _concat(states)
+        comm = {"floats_up": float(up), "floats_down": float(down)}
+
+    record(0)
+    for rnd in range(rounds):
+        if not active:
+            break
+        advance(rnd)
+        done = rnd + 1
+        if active and (done % eval_every == 0 or done == rounds):
+            record(done)
+    for j, i in enumerate(active):
+        results[i].state = member(state, j)
+    return results
+
+
+def _concat(states: list):
+    """Join single-member stacked states into one stacked state."""
+    first = states[0]
+    if isinstance(first, dict):
+        return {k: _concat([s[k] for s in states]) for k in first}
+    if isinstance(first, np.ndarray) and first.ndim:
+        return np.concatenate(states)
+    if all(s == first for s in states):
+        return first
+    return np.array(states, dtype=float)
