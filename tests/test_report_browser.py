@@ -37,8 +37,9 @@ from fco_ray.tracking import Store, SweepLog, compare_url, run_label, run_url, t
 from tests.test_report import CLIENT_LRS, ROUNDS, SEEDS, SERVER_LRS, SWEEP, diverged, series
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
-                                "(.ci/run installs it: apt-get install chromium)")
+pytestmark = [pytest.mark.slow,  # servers and a browser: minutes on a busy 2-core machine
+              pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
+                                 "(.ci/run installs it: apt-get install chromium)")]
 SERVER_START_TIMEOUT = 180  # seconds; mlflow server imports a lot (slow on a busy 2-core box)
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "dashboards" / "screenshots"
 
