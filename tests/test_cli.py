@@ -1,4 +1,5 @@
 """`fco-ray` exit codes and messages: 0 success, 2 invalid input, 1 anything else."""
+import ast
 import pytest
 import yaml
 
@@ -119,7 +120,7 @@ def test_errors_come_before_heavy_imports(files, argv, heavy_allowed):
     done = subprocess.run([sys.executable, "-c", code], cwd=files, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode in (0, 2), done.stderr
-    loaded = eval(done.stdout.strip().splitlines()[-1])
+    loaded = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     assert set(loaded) <= set(heavy_allowed), (argv, loaded)
 
 
