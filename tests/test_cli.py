@@ -108,7 +108,7 @@ HEAVY = ["ray", "mlflow", "matplotlib", "numba", "sklearn", "pandas", "scipy"]
 ])
 def test_errors_come_before_heavy_imports(files, argv, heavy_allowed):
     """What makes errors appear in about a second: no heavy module is imported before the
-    input is checked (`fco-ray run nosuch.yaml`: 3.5 s before, 0.3 s after; README)."""
+    input is checked (README "Sweeps" has the times before and after)."""
     import subprocess
     import sys
 
