@@ -200,12 +200,15 @@ def _round(problem: Problem, fused: Fused, state, backend, seed: int, rnd: int):
 
 def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds: int,
               eval_every: int, seed: int,
-              on_eval: Callable[[int, dict], None] | None = None,
+              on_round: Callable[[int, dict, list], None] | None = None,
               divergence: float | None = None) -> list[RunResult]:
     """The engine's round loop (`engine.run_rounds`) over a fused group: one RunResult per
     configuration, equal to its unfused run (same rows, same status, the same divergence
-    rules). `on_eval(i, row)` sees configuration i's rows as they are computed."""
+    rules). `on_round(round, rows, diverged)` is called at every evaluated round with the
+    rows by configuration index and the configurations that ended diverged since the last
+    call."""
     results = [RunResult() for _ in algorithms]
+    announced: set[int] = set()  # diverged configurations already passed to on_round
     limits = [np.inf] * len(algorithms)  # train_loss above this ends a member (engine.run_rounds)
     active = list(range(len(algorithms)))  # configurations still running, in group order
     fused = Fused(algorithms)
@@ -225,6 +228,7 @@ def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds:
 
     def record(rnd: int) -> None:
         outputs, extras, stopped = fused.output(problem, state), fused.extra_outputs(problem, state), []
+        rows = {}
         for j, i in enumerate(active):
             with np.errstate(all="ignore"):
                 metrics = problem.metrics(member(outputs, j))
@@ -239,9 +243,12 @@ def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds:
                 limits[i] = divergence * loss
             row = {"round": rnd, **metrics, **comm}
             results[i].records.append(row)
-            if on_eval is not None:
-                on_eval(i, row)
+            rows[i] = row
         end(stopped, state)
+        if on_round is not None:
+            ended = [i for i, r in enumerate(results) if r.status == "diverged" and i not in announced]
+            announced.update(ended)
+            on_round(rnd, rows, ended)
 
     def advance(rnd: int) -> None:
         nonlocal state, comm
@@ -277,6 +284,9 @@ def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds:
             record(done)
     for j, i in enumerate(active):
         results[i].state = member(state, j)
+    if on_round is not None and len(announced) < sum(r.status == "diverged" for r in results):
+        on_round(rounds, {}, [i for i, r in enumerate(results)
+                              if r.status == "diverged" and i not in announced])
     return results
 
 

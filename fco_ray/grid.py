@@ -11,6 +11,7 @@ import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .algorithms import ALGORITHMS
@@ -61,42 +62,56 @@ def groups(configs: list[RunConfig], max_group: int = MAX_GROUP) -> list[list[in
             for s in range(0, len(members), max_group)]
 
 
+def run_group(configs: list[RunConfig], on_round=None) -> list[tuple[object, dict | None]]:
+    """Run configurations that `groups` put together (one fused run, or one alone): per
+    configuration its RunResult and final model (None if it diverged). `on_round(round,
+    rows, diverged)`: see `fused.run_fused` (a lone run calls it likewise)."""
+    first = configs[0]
+    try:
+        problem = build_problem(first.problem, first.seed)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    check_clients(first.algorithm.clients_per_round, problem.num_clients, problem.name)
+    algorithms = [ALGORITHMS[c.algorithm.name](c.algorithm) for c in configs]
+    kwargs = {"rounds": first.rounds, "eval_every": first.eval_every, "seed": first.seed,
+              "divergence": first.divergence}
+    backend = make_backend(first.backend.model_dump(), problem)
+    try:
+        if len(configs) == 1:
+            rows = (lambda row: on_round(row["round"], {0: row}, [])) if on_round else None
+            results = [run_rounds(problem, algorithms[0], backend, on_eval=rows, **kwargs)]
+            if on_round is not None and results[0].status == "diverged":
+                on_round(first.rounds, {}, [0])
+        else:
+            results = run_fused(problem, algorithms, backend, on_round=on_round, **kwargs)
+    finally:
+        backend.close()
+    return [(r, _model(problem, a, r)) for a, r in zip(algorithms, results)]
+
+
+def _model(problem, algorithm, result) -> dict | None:
+    """A finished run's final output model as plain arrays."""
+    if result.status != "finished" or result.state is None:
+        return None
+    return {k: np.asarray(v) for k, v in algorithm.output(problem, result.state).items()}
+
+
 def run_grid(config, grid: dict[str, list], *, fuse: bool = True,
              max_group: int = MAX_GROUP) -> pd.DataFrame:
     """Run every configuration of `grid` (dotted keys -> value lists) over `config` (a dict
     or a YAML path, the schema of `fco_ray.run`); one DataFrame row per (configuration,
     evaluated round) with a column per grid key, `status` (finished / diverged), `round`
-    and the metrics. `fuse=False` runs each configuration alone (same numbers)."""
+    and the metrics. Configurations that differ only in real-valued hyperparameters of one
+    algorithm run fused (`fuse=False`: each alone; the same numbers)."""
     if isinstance(config, (str, Path)):
         config = load_yaml(config)
     points = expand(config, grid)
     configs = [cfg for _, cfg in points]
     plan = groups(configs, max_group) if fuse else [[i] for i in range(len(configs))]
-    results: dict[int, object] = {}
-    built: tuple[str, object] | None = None  # the problem of the last group, reused in order
+    results = {}
     for members in plan:
-        first = configs[members[0]]
-        key = json.dumps([first.problem.model_dump(mode="json"), first.seed], sort_keys=True)
-        if built is None or built[0] != key:
-            built = None
-            try:
-                built = (key, build_problem(first.problem, first.seed))
-            except ValueError as e:
-                raise ConfigError(str(e)) from None
-        problem = built[1]
-        check_clients(first.algorithm.clients_per_round, problem.num_clients, problem.name)
-        backend = make_backend(first.backend.model_dump(), problem)
-        try:
-            algorithms = [ALGORITHMS[configs[i].algorithm.name](configs[i].algorithm) for i in members]
-            kwargs = {"rounds": first.rounds, "eval_every": first.eval_every, "seed": first.seed,
-                      "divergence": first.divergence}
-            if len(members) == 1:
-                outcome = [run_rounds(problem, algorithms[0], backend, **kwargs)]
-            else:
-                outcome = run_fused(problem, algorithms, backend, **kwargs)
-        finally:
-            backend.close()
-        results.update(zip(members, outcome))
+        outcome = run_group([configs[i] for i in members])
+        results.update(zip(members, (r for r, _ in outcome)))
     frames = []
     for i, (point, _) in enumerate(points):
         frame = pd.DataFrame.from_records(results[i].records)

@@ -199,7 +199,7 @@ def test_killed_trial_is_rerun_once_in_mlflow_and_a_linalg_failure_is_diverged(
     on_trial_result = MLflowLogger.on_trial_result
 
     def kill_once(self, iteration, trials, trial, result, **info):
-        if trial.config["point"]["problem.fail_at_eval"] == 0 and result.get("round") == 10 and not killed:
+        if trial.config["group"][0]["problem.fail_at_eval"] == 0 and result.get("round") == 10 and not killed:
             os.kill(result["pid"], signal.SIGKILL)
             killed.append(result["pid"])
         return on_trial_result(self, iteration, trials, trial, result, **info)
@@ -241,7 +241,7 @@ def test_killed_trial_is_rerun_once_in_mlflow_and_a_linalg_failure_is_diverged(
     assert [m.step for m in history(3)] == [0, 5]
     np.testing.assert_allclose([m.value for m in history(3)], diverged["f1"], rtol=1e-12)
     ranked = outcome.results.get_dataframe().sort_values("f1", ascending=False)
-    assert list(ranked["config/point/problem.fail_at_eval"]) == [0, 3] and ranked["f1"].iloc[-1] == -np.inf
+    assert list([g[0]["problem.fail_at_eval"] for g in ranked["config/group"]]) == [0, 3] and ranked["f1"].iloc[-1] == -np.inf
     assert "fco.best.feddualavg" in parent.data.tags
 
 

@@ -72,5 +72,6 @@ def test_killed_sweep_resumes_each_trial_exactly_once(tmp_path):
     for trial_id, run in done_before.items():  # untouched: not rerun, not logged again
         assert after[trial_id].info.end_time == run.info.end_time
         assert store.client.get_metric_history(run.info.run_id, "f1") == history_before[trial_id]
-        results = (tmp_path / "state" / "rs" / trial_id / "result.json").read_text().splitlines()
+        tune_trial = trial_id.rsplit("-", 1)[0]  # configuration <index> of a fused Tune trial
+        results = (tmp_path / "state" / "rs" / tune_trial / "result.json").read_text().splitlines()
         assert len(results) <= len(STEPS) + 1 and json.loads(results[-1])["round"] == 2000

@@ -10,6 +10,7 @@ its RunConfig, callbacks included, with the experiment state), so a sweep resume
 """
 from __future__ import annotations
 
+import json
 import time
 from functools import partial
 from pathlib import Path
@@ -21,13 +22,14 @@ from ray.tune.result import AUTO_RESULT_KEYS
 from ..progress import progress_text
 from ..tracking import Store, SweepLog, TrackingUnavailable, run_label
 from .schema import FIXED_POINT_KEYS, Sweep
+from .trainable import member_key
 
 PROGRESS_SECONDS = 10.0  # how often running trials are shown (a fast trial ends before)
 
 
 def metrics_row(result: dict) -> dict:
     """The engine's metrics row inside a Tune result (without Tune's bookkeeping)."""
-    skip = set(AUTO_RESULT_KEYS) | {"status"}
+    skip = set(AUTO_RESULT_KEYS) | {"status", "members", "ended"}
     return {k: v for k, v in result.items() if k not in skip}
 
 
@@ -74,25 +76,49 @@ class MLflowLogger(tune.Callback):
                                       f"{type(self.store_error).__name__}: {self.store_error}")
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        if trial.trial_id not in self.skipped:
-            point = self.sweep.point_of(trial.config)
-            config = self.sweep.run_config(point).model_dump(mode="json")
-            label = run_label(config, [k for k in point if k not in FIXED_POINT_KEYS])
-            self.running[trial.trial_id] = {"label": label, "rounds": config["rounds"], "start": None,
-                                            "row": None}
-            self._write(self.log.start, trial.trial_id, config, label)
+        points = self.sweep.members_of(trial.config)
+        keys = [member_key(trial.trial_id, j, len(points)) for j in range(len(points))]
+        configs = [self.sweep.run_config(p).model_dump(mode="json") for p in points]
+        labels = [run_label(c, [k for k in p if k not in FIXED_POINT_KEYS])
+                  for c, p in zip(configs, points)]
+        open_keys = [k for k in keys if k not in self.skipped]
+        self.running[trial.trial_id] = {
+            "keys": keys, "labels": labels, "open": set(open_keys), "last": {},
+            "label": labels[0] + (f" (+{len(points) - 1} fused)" if len(points) > 1 else ""),
+            "rounds": configs[0]["rounds"], "start": None, "row": None}
+        for key, config, label in zip(keys, configs, labels):
+            if key in open_keys:
+                self._write(self.log.start, key, config, label)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        if result.get("status") in ("running", "finished"):
-            row = metrics_row(result)
-            self._write(self.log.add_row, trial.trial_id, row)
-            self._progress(trial.trial_id, row)
+        state = self.running.get(trial.trial_id)
+        if state is None or result.get("status") not in ("running", "finished"):
+            return
+        if "members" in result:
+            rows = {int(j): row for j, row in json.loads(result["members"]).items()}
+            ended = json.loads(result.get("ended", "[]"))
+        else:
+            rows, ended = {0: metrics_row(result)}, []
+        for j, row in rows.items():
+            state["last"][j] = row
+            if state["keys"][j] in state["open"]:
+                self._write(self.log.add_row, state["keys"][j], row)
+        for j in ended:
+            self._close(trial, j, "diverged")
+        if rows:
+            self._progress(trial.trial_id, {**next(iter(rows.values())),
+                                            **{k: result[k] for k in (self.sweep.metric,) if k in result}})
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
-        # the final report of a finished trial: its artifacts (trainable.trial_artifacts)
-        if trial.trial_id not in self.skipped:
-            with checkpoint.as_directory() as folder:
-                self._write(self.log.log_artifacts, trial.trial_id, folder)
+        # the final report of a finished trial: its artifacts (trainable.train_trial)
+        state = self.running.get(trial.trial_id)
+        if state is None:
+            return
+        with checkpoint.as_directory() as folder:
+            for j, key in enumerate(state["keys"]):
+                where = Path(folder) / str(j) if len(state["keys"]) > 1 else Path(folder)
+                if key in state["open"] and where.is_dir():
+                    self._write(self.log.log_artifacts, key, str(where))
 
     def _progress(self, trial_id: str, row: dict) -> None:
         """Every PROGRESS_SECONDS, one line per running trial: where it is and how fast."""
@@ -113,32 +139,41 @@ class MLflowLogger(tune.Callback):
                                                s["now"] - s["start"][0], s["start"][1], metric))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        if trial.trial_id in self.skipped:
-            return
         result = trial.last_result or {}
         status = result.get("status", "stopped")
         status = "stopped" if status == "running" else status  # stopped early by the scheduler
-        self._write(self.log.end, trial.trial_id, status)
-        value = result.get(self.sweep.metric, float("nan"))
-        self._line(trial, f"{status} at round {result.get('round', 0)}, {self.sweep.metric}={value:.4g}")
+        for j in range(len(self.running.get(trial.trial_id, {}).get("keys", []))):
+            self._close(trial, j, status)
+        self.running.pop(trial.trial_id, None)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         # the trial process failed and Tune reruns it from scratch (same seed, same rows):
         # keep its rows so far; the rerun's rows up to there are not logged twice
-        self._write(self.log.retry, trial.trial_id)
+        for key in sorted(self.running.get(trial.trial_id, {}).get("open", ())):
+            self._write(self.log.retry, key)
         self.echo(f"{trial}: failed, rerun by Tune ({trial.num_failures} of at most "
                   f"{self.sweep.spec.tune.max_failures}; details: "
                   f"{Path(trial.local_path or '.') / 'error.txt'})")
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self._write(self.log.end, trial.trial_id, "error")
-        self._line(trial, f"error (details: {Path(trial.local_path or '.') / 'error.txt'})")
+        where = Path(trial.local_path or ".") / "error.txt"
+        for j in range(len(self.running.get(trial.trial_id, {}).get("keys", []))):
+            self._close(trial, j, "error", f"error (details: {where})")
+        self.running.pop(trial.trial_id, None)
 
-    def _line(self, trial, text: str) -> None:
+    def _close(self, trial, j: int, status: str, text: str | None = None) -> None:
+        """End configuration j of a trial (once) and print its line."""
+        state = self.running.get(trial.trial_id)
+        if state is None or state["keys"][j] not in state["open"]:
+            return
+        state["open"].discard(state["keys"][j])
+        self._write(self.log.end, state["keys"][j], status)
         self.completed += 1
-        state = self.running.pop(trial.trial_id, None)
-        label = state["label"] if state else str(trial)
-        self.echo(f"[{self.completed}/{self.sweep.num_trials()}] {label}: {text}")
+        if text is None:
+            row = state["last"].get(j, {})
+            value = row.get(self.sweep.metric, float("nan")) if status != "diverged" else float("nan")
+            text = f"{status} at round {row.get('round', 0)}, {self.sweep.metric}={value:.4g}"
+        self.echo(f"[{self.completed}/{self.sweep.num_trials()}] {state['labels'][j]}: {text}")
 
 
 def tune_loggers() -> list:

@@ -105,9 +105,9 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                 f"sweep {sweep.name} stopped: {e}; the rounds logged so far are kept: once "
                 f"the store works, finish it with: fco-ray sweep {path} --resume") from None
         ended = results.num_terminated + results.num_errors
-        if ended < sweep.num_trials():  # Tune stopped early (e.g. Ctrl-C)
+        if ended < sweep.num_tune_trials():  # Tune stopped early (e.g. Ctrl-C)
             raise SweepInterrupted(
-                f"sweep {sweep.name} stopped with {ended}/{sweep.num_trials()} trials "
+                f"sweep {sweep.name} stopped with {ended}/{sweep.num_tune_trials()} Tune trials "
                 f"done; finish it with: fco-ray sweep {path} --resume")
         best = log.finish(failed=results.num_errors > 0)
         if sweep.spec.report is not False:  # `report: false` in the sweep file: no report

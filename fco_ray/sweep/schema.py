@@ -106,6 +106,9 @@ class TuneSettings(_Strict):
     cpus_per_trial: float = Field(1.0, gt=0, description="CPUs of the trial's own process")
     max_failures: int = Field(2, ge=0, description="reruns of a trial whose process failed "
                               "(killed, node lost, error); each rerun starts from round 0")
+    fuse: bool = Field(True, description="run configurations that differ only in real-valued "
+                       "hyperparameters of one algorithm as one fused Tune trial (fco_ray.fused)")
+    fuse_max: int = Field(64, ge=1, description="configurations per fused trial at most")
 
 
 class SweepTracking(_Strict):
@@ -168,6 +171,15 @@ def _applies(algorithm: str, key: str) -> bool:
     return not key.startswith("algorithm.") or has_hyper(algorithm, key.split(".", 1)[1])
 
 
+def _fusable(algorithm: str, key: str) -> bool:
+    """Whether a searched key can vary inside a fused group of `algorithm`: a real-valued
+    hyperparameter of a fusable algorithm (fco_ray.fused)."""
+    if not key.startswith("algorithm.") or not ALGORITHMS[algorithm].fusable:
+        return False
+    field = ALGORITHMS[algorithm].Hyper.model_fields.get(key.split(".", 1)[1])
+    return field is not None and field.annotation in (float, float | None)
+
+
 @dataclass(frozen=True)
 class Sweep:
     """A validated sweep: the file's settings plus everything derived from them."""
@@ -220,17 +232,50 @@ class Sweep:
         """Every grid point, with each random axis at each of its extreme values."""
         return self.grid_points(random_values=True)
 
+    @property
+    def fused(self) -> bool:
+        """Whether trials are fused groups: asked for, and possible (a random search draws
+        its points inside Tune, and ASHA stops configurations one by one: both run unfused)."""
+        settings = self.spec.tune
+        return settings.fuse and settings.scheduler == "none" and not self.spec.search.random
+
+    def groups(self) -> list[list[dict]]:
+        """The Tune trials as groups of points: configurations of one fusable algorithm that
+        differ only in its real-valued searched hyperparameters share a group (at most
+        `tune.fuse_max`); every other point is a group of its own."""
+        points = list(self.grid_points())
+        if not self.fused:
+            return [[p] for p in points]
+        by_key: dict[str, list[dict]] = {}
+        for i, point in enumerate(points):
+            fusable = [k for k in point if _fusable(point["algorithm.name"], k)]
+            key = (json.dumps({k: v for k, v in point.items() if k not in fusable}, sort_keys=True)
+                   if fusable else f"alone {i}")
+            by_key.setdefault(key, []).append(point)
+        size = self.spec.tune.fuse_max
+        return [members[s:s + size] for members in by_key.values()
+                for s in range(0, len(members), size)]
+
     def param_space(self) -> dict:
-        """Tune's search space: one grid axis over the grid points (so that each algorithm
-        has only its own axes), plus the random axes."""
+        """Tune's search space: one grid axis over the trials' groups of points (so that each
+        algorithm has only its own axes, and fused configurations share a trial), plus the
+        random axes of an unfused random search."""
         from ray import tune
 
+        if self.fused:
+            return {"group": tune.grid_search(self.groups())}
         space = {"point": tune.grid_search(list(self.grid_points()))}
         space.update({k: d.domain() for k, d in self.spec.search.random.items()})
         return space
 
+    def members_of(self, tune_config: dict) -> list[dict]:
+        """The points of a Tune trial (one, or a fused group's)."""
+        if "group" in tune_config:
+            return [dict(p) for p in tune_config["group"]]
+        return [self.point_of(tune_config)]
+
     def point_of(self, tune_config: dict) -> dict:
-        """A trial's point from its Tune config (see `param_space`)."""
+        """An unfused trial's point from its Tune config (see `param_space`)."""
         if "point" not in tune_config:  # already a point
             return tune_config
         point = dict(tune_config["point"])
@@ -239,7 +284,12 @@ class Sweep:
         return point
 
     def num_trials(self) -> int:
+        """Configurations (MLflow child runs) of the sweep."""
         return sum(1 for _ in self.grid_points()) * self.spec.search.samples
+
+    def num_tune_trials(self) -> int:
+        """Tune trials: configurations, or their fused groups."""
+        return len(self.groups()) if self.fused else self.num_trials()
 
     def trial_config(self, point: dict) -> dict:
         """The run config of one trial (the `fco_ray.run` schema), as plain data."""

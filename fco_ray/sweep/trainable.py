@@ -10,6 +10,7 @@ the driver's MLflow logger attaches to the trial's run.
 """
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 from pathlib import Path
@@ -17,8 +18,8 @@ from pathlib import Path
 import numpy as np
 from ray import tune
 
-from ..api import run
 from ..artifacts import trial_artifacts
+from ..grid import run_group
 from ..backends.ray_backend import STRATEGIES
 from ..config import BackendConfig
 from .schema import FIXED_POINT_KEYS, Sweep
@@ -40,56 +41,103 @@ class TrialResources:
         self.sweep = sweep
 
     def __call__(self, tune_config: dict):
-        backend = self.sweep.run_config(self.sweep.point_of(tune_config)).backend
+        backend = self.sweep.run_config(self.sweep.members_of(tune_config)[0]).backend
         strategy = STRATEGIES[backend.placement] if backend.name == "ray" else "PACK"
         return tune.PlacementGroupFactory(
             trial_bundles(backend, self.sweep.spec.tune.cpus_per_trial), strategy=strategy)
 
 
+def member_key(trial_id: str, index: int, size: int) -> str:
+    """The MLflow key (tag fco.trial_id) of configuration `index` of a trial of `size`."""
+    return trial_id if size == 1 else f"{trial_id}-{index}"
+
+
 def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
-    """The Tune trainable: one `fco_ray.run`, reporting every evaluated round.
+    """The Tune trainable: one configuration, or a fused group of them (`run_group`),
+    reporting every evaluated round.
 
-    `finished`: trials already FINISHED in MLflow before an interruption (by trial id): a
-    resumed sweep reports their final result instead of running them again."""
-    done = finished.get(tune.get_context().get_trial_id())
-    if done is not None:
-        tune.report(sweep.final_report(done["metrics"], done["round"], done["status"]))
-        return
-    cfg = sweep.run_config(sweep.point_of(tune_config))
-    last = {"round": 0, "row": None}
+    A lone configuration reports its metrics row; a group reports, per evaluated round, the
+    rows of its configurations (`members`, JSON by index), those that ended diverged
+    (`ended`), and as the Tune metric the best of the round's values (Tune ranks groups;
+    the sweep's best configurations are ranked from MLflow, one run per configuration).
+    The last report carries a checkpoint with each finished configuration's artifacts
+    (`fco_ray.artifacts`: `model.npz`, E6's `attack.png`; in folder `<index>/` for a group),
+    which the driver's MLflow logger attaches to the configuration's run.
 
-    def on_eval(row: dict) -> None:
-        last["round"] = row["round"]
-        if row["round"] == cfg.rounds:  # reported below, with the model
-            last["row"] = row
+    `finished`: configurations already FINISHED in MLflow before an interruption (by key):
+    a resumed sweep reports them instead of running them again."""
+    points = sweep.members_of(tune_config)
+    trial_id, size = tune.get_context().get_trial_id(), len(points)
+    done = [finished.get(member_key(trial_id, j, size)) for j in range(size)]
+    if all(d is not None for d in done):
+        if size == 1:
+            tune.report(sweep.final_report(done[0]["metrics"], done[0]["round"], done[0]["status"]))
             return
-        tune.report({**row, "timesteps_total": row["round"], "status": "running"})
+        rows = {j: {**d["metrics"], "round": d["round"]} for j, d in enumerate(done)
+                if d["status"] == "finished"}
+        status = "finished" if rows else "diverged"
+        tune.report(_report(sweep, max(d["round"] for d in done), rows, [], status, size))
+        return
+    configs = [sweep.run_config(p) for p in points]
+    rounds = configs[0].rounds
+    last = {"round": 0, "rows": None}
+    ended: list[int] = []  # diverged configurations not yet reported
+
+    def on_round(rnd: int, rows: dict, diverged: list) -> None:
+        ended.extend(diverged)
+        if not rows:
+            return  # only news of divergence: it goes with the next (or the last) report
+        last["round"] = rnd
+        if rnd == rounds:
+            last["rows"] = rows  # reported below, with the models
+            return
+        tune.report(_report(sweep, rnd, rows, ended, "running", size))
+        ended.clear()
 
     try:
-        _, model = run(cfg, on_eval=on_eval, return_model=True)
+        outcome = run_group(configs, on_round)
     except np.linalg.LinAlgError:
         # an SVD of a non-finite client iterate (nuclear prox) fails before the engine
         # sees the non-finite values: that is divergence too
-        model = None
-    if model is None or last["row"] is None:  # diverged
-        tune.report(sweep.final_report({}, last["round"], "diverged"))
+        outcome = [(None, None)] * size
+    models = {j: model for j, (_, model) in enumerate(outcome) if model is not None}
+    if not models or last["rows"] is None:  # every configuration diverged
+        tune.report(_report(sweep, last["round"], {}, list(range(size)), "diverged", size))
         return
-    final = {**last["row"], "timesteps_total": cfg.rounds, "status": "finished"}
+    final = _report(sweep, rounds, last["rows"], ended, "finished", size)
     # Ray logs "Checkpoint successfully created at ..." per trial to the driver's terminal;
     # the checkpoint is only the carrier of the artifacts to the driver
     logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
-        trial_artifacts(cfg, model, Path(tmp))
+        for j, model in models.items():
+            folder = Path(tmp) / (str(j) if size > 1 else "")
+            folder.mkdir(exist_ok=True)
+            trial_artifacts(configs[j], model, folder)
         tune.report(final, checkpoint=tune.Checkpoint.from_directory(tmp))
 
 
+def _report(sweep: Sweep, rnd: int, rows: dict, ended: list, status: str, size: int) -> dict:
+    """A Tune result: a lone configuration's row, or a group's rows (see `train_trial`)."""
+    if size == 1:
+        if status == "diverged" or (ended and not rows):
+            return sweep.final_report({}, rnd, "diverged")
+        return {**rows.get(0, {}), "round": rnd, "timesteps_total": rnd, "status": status}
+    values = [r[sweep.metric] for r in rows.values() if sweep.metric in r]
+    best = (max if sweep.mode == "max" else min)(values) if values else None
+    report = sweep.final_report({}, rnd, "diverged") if best is None else {sweep.metric: best}
+    return {**report, "round": rnd, "timesteps_total": rnd, "status": status,
+            "members": json.dumps({str(j): r for j, r in rows.items()}), "ended": json.dumps(ended)}
+
+
 def trial_name(trial) -> str:
-    """Readable trial names: algorithm, searched values, seed (e.g. fedmid_client_lr=0.001_seed0)."""
-    point = trial.config.get("point", trial.config)
-    point = {**point, **{k: v for k, v in trial.config.items() if k != "point"}}
+    """Readable trial names: algorithm, searched values, seed (e.g. fedmid_client_lr=0.001_seed0);
+    a fused group: its first configuration and the group size (fedmid_client_lr=0.001_seed0+34)."""
+    points = trial.config.get("group") or [trial.config.get("point", trial.config)]
+    point = {**points[0], **{k: v for k, v in trial.config.items() if k not in ("point", "group")}}
     values = [f"{k.split('.')[-1]}={v:.3g}" if isinstance(v, float) else f"{k.split('.')[-1]}={v}"
               for k, v in point.items() if k not in FIXED_POINT_KEYS]
-    return "_".join([point["algorithm.name"], *values, f"seed{point['seed']}"])
+    more = [f"+{len(points) - 1}"] if len(points) > 1 else []
+    return "_".join([point["algorithm.name"], *values, f"seed{point['seed']}"]) + "".join(more)
 
 
 def trial_dirname(trial) -> str:
