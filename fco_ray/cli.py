@@ -120,22 +120,20 @@ def cmd_run(args) -> int:
                 store.client.log_artifacts(run_id, tmp)
         close_run(store, run_id, status, int(df["round"].iloc[-1]) if len(df) else 0, summary)
         print(f"MLflow run {run_id} in {store.uri} (experiment {cfg.tracking.experiment!r})")
-        _next_steps(store.uri, store.experiment_id(cfg.tracking.experiment, create=False), run_id)
+        from .tracking import run_url, ui_base
+
+        _next_steps(store.uri, run_url(ui_base(store.uri), store.experiment_id(cfg.tracking.experiment,
+                                                                                create=False), run_id))
     return EXIT_OK
 
 
-def _next_steps(uri: str, experiment_id: str, run_id: str | None = None, commands: list[str] = ()) -> None:
+def _next_steps(uri: str, page: str, commands: list[str] = ()) -> None:
     """Where to look next: the MLflow UI (the command that serves this store, when it is not a
-    server already) and the page of the run or experiment, then `commands`."""
-    from .tracking import ui_base
-
-    page = f"#/experiments/{experiment_id}" + (f"/runs/{run_id}" if run_id else "")
+    server already) and `page` in it, then `commands`."""
     print("next:")
-    if uri.startswith(("http://", "https://")):
-        print(f"  open {ui_base(uri)}/{page}")
-    else:
+    if not uri.startswith(("http://", "https://")):
         print(f"  {_command('mlflow')} ui --backend-store-uri {uri} --host 127.0.0.1")
-        print(f"  then open {ui_base(uri)}/{page}")
+    print(f"  open {page}")
     for command in commands:
         print(f"  {command}")
 
@@ -168,10 +166,12 @@ def cmd_sweep(args) -> int:
         print(_table(_best_table(outcome.best, metric)))
     print(f"MLflow parent run {outcome.parent_run_id} in {outcome.tracking_uri}")
     fco = _command("fco-ray")
-    from .tracking import default_uri
+    from .tracking import default_uri, trials_url, ui_base
 
     store = "" if outcome.tracking_uri == default_uri() else f" --tracking-uri {outcome.tracking_uri}"
-    _next_steps(outcome.tracking_uri, outcome.experiment_id, None,
+    _next_steps(outcome.tracking_uri,
+                trials_url(ui_base(outcome.tracking_uri), outcome.experiment_id, outcome.parent_run_id,
+                           metric, mode),
                 [f"{fco} runs {name} --best{store}", f"{fco} report {name}{store}"])
     if not outcome.ok:
         print(f"fco-ray: error: {outcome.errors} trial(s) failed (details in {outcome.path}); "

@@ -118,6 +118,20 @@ def run_url(base: str, experiment_id: str, run_id: str) -> str:
     return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
+def trials_url(base: str, experiment_id: str, parent_run_id: str, metric: str | None = None,
+               mode: str = "min") -> str:
+    """The experiment's runs table showing one sweep's trials as rows (not folded under the
+    parent), best first by `final.<metric>`, in MLflow 3's model-training view: its UI takes
+    `workflowType` (the GenAI / Model training switch, which wins over the experiment tag)
+    and the search `searchFilter`, `orderByKey`, `orderByAsc` from the URL."""
+    query = {"workflowType": "machine_learning",
+             "searchFilter": f"tags.`{PARENT}` = '{parent_run_id}'"}
+    if metric:
+        query.update(orderByKey=f"metrics.`final.{metric}`", orderByAsc=str(mode == "min").lower())
+    return f"{base}/#/experiments/{experiment_id}/runs?" + "&".join(
+        f"{k}={quote(v, safe='')}" for k, v in query.items())
+
+
 def compare_url(base: str, experiment_id: str, run_ids: list[str]) -> str:
     """MLflow's compare view of some runs (parallel coordinates, scatter, contour)."""
     runs = quote(json.dumps(run_ids, separators=(",", ":")))

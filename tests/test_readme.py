@@ -20,8 +20,8 @@ def test_the_readme_has_its_python_examples():
 
 
 @pytest.mark.parametrize("index, expected", [
-    (0, r"round\s+train_loss\s+f1\s+density\s+val_mse[\s\S]*\n\d+\s+300\s[\s\S]*\nfinished\n$"),
-    (1, r"^\[[0-9 ]+\] 0\.\d+\n$"),
+    (0, r"round\s+train_loss\s+f1\s+density\s+val_mse[\s\S]*\n\d+\s+100\s[\s\S]*\nfinished\n$"),
+    (1, r"^\d+ [01]\.\d+\n$"),
     (2, r"round\s+train_loss\n\s+80 [\s\S]*\n\s*100 [\s\S]*\nw = \[[-0-9. ]+\]\n$"),
 ])
 def test_readme_python_example_runs_and_prints(tmp_path, index, expected):

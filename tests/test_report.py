@@ -178,10 +178,21 @@ def test_best_table_html_and_parent_artifacts(store, report):
     assert page.count('src="data:image/png;base64,') == len(manifest["figures"]) == 6
     # self-contained: nothing loaded from elsewhere; its only URLs link to the MLflow UI
     assert 'src="http' not in page and "@import" not in page
-    assert set(re.findall(r'href="([^"]*)"', page)) <= {
-        *(f"http://127.0.0.1:5000/#/experiments/{manifest['experiment_id']}/runs/{r}"
-          for r in [store["pid"], *store["runs"].values()]),
-        *re.findall(r'href="(http://127.0.0.1:5000/#/compare-runs[^"]*)"', page)}
+    from html import unescape
+
+    from urllib.parse import parse_qs, urlsplit
+
+    from fco_ray.tracking import trials_url
+
+    base, exp = "http://127.0.0.1:5000", manifest["experiment_id"]
+    by_alg = {alg: [store["runs"][k] for k in sorted(store["runs"]) if k[0] == alg] for alg in SWEEP["algorithms"]}
+    hrefs = {unescape(h) for h in re.findall(r'href="([^"]*)"', page)}
+    run_links = {f"{base}/#/experiments/{exp}/runs/{r}" for r in [store["pid"], *store["runs"].values()]}
+    trials_link = trials_url(base, exp, store["pid"], "f1", "max")
+    compare = {h for h in hrefs if h.startswith(f"{base}/#/compare-runs?")}
+    assert hrefs == run_links | {trials_link} | compare  # the parent, every trial, two views
+    compared = [set(json.loads(parse_qs(urlsplit(h.replace("#/", "")).query)["runs"][0])) for h in compare]
+    assert sorted(map(sorted, compared)) == sorted(sorted(runs) for runs in by_alg.values())
     assert 'id="best-configs"' in page and "<th>f1 (ranked, max)</th>" in page
     assert '<td class="name">feddualavg</td><td>2</td><td>0.01</td><td>1</td>' in page
     assert "metric &#x27;precision&#x27;" in page  # dashboard metrics the sweep did not log

@@ -1,14 +1,19 @@
 """The sweep report and the MLflow UI in headless Chromium (Debian's `chromium`).
 
-A static server (python's http.server, 127.0.0.1, a free port) serves the rendered report;
-`mlflow server` serves the same tracking store. Chromium loads both: the report page must
-show every figure (inline PNG) and the best-configuration table, and the MLflow UI must
-render the sweep's parent run with the report among its artifacts. Screenshots are kept
-under pytest's tmp_path.
+The sweep is written by fco-ray's own MLflow layer (`tracking.SweepLog`, as a Tune driver
+would) with known series. A static server (python's http.server, 127.0.0.1, a free port)
+serves the rendered report; `mlflow server` serves the same tracking store. Chromium loads
+both: the report page must show every figure (inline PNG), the best-configuration table
+and live links to the runs; the MLflow UI must open the sweep's trials in its
+model-training view (not GenAI), one row per trial with its readable name, best first, and
+render the parent run with the report among its artifacts, and the compare view.
+Screenshots go to pytest's tmp_path; with FCO_RAY_UPDATE_SCREENSHOTS=1 they are also copied
+to dashboards/screenshots/ (the committed ones were made so).
 """
 import base64
 import functools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -24,14 +29,48 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import yaml
+
 from fco_ray.report import render_report
 from fco_ray.report.figures import PALETTE
-from tests.test_report import make_sweep
+from fco_ray.tracking import Store, SweepLog, compare_url, run_label, run_url, trials_url
+from tests.test_report import CLIENT_LRS, ROUNDS, SEEDS, SERVER_LRS, SWEEP, diverged, series
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
-                                "(.ci/run installs it: apt-get install chromium)")
+pytestmark = [pytest.mark.slow,  # servers and a browser: minutes on a busy 2-core machine
+              pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
+                                 "(.ci/run installs it: apt-get install chromium)")]
 SERVER_START_TIMEOUT = 180  # seconds; mlflow server imports a lot (slow on a busy 2-core box)
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "dashboards" / "screenshots"
+
+
+def keep(shot: Path, name: str) -> None:
+    """Copy a screenshot into the repository when asked to (FCO_RAY_UPDATE_SCREENSHOTS=1)."""
+    if os.environ.get("FCO_RAY_UPDATE_SCREENSHOTS") == "1":
+        shutil.copy(shot, SCREENSHOTS / name)
+
+
+def logged_sweep(uri: str) -> dict:
+    """The toy sweep of tests/test_report.py, logged through `SweepLog` as a sweep's Tune
+    driver logs it (names, summary metrics, the experiment's kind tag, best tags)."""
+    log = SweepLog(Store(uri), "toy", "toy", "f1", "max", yaml.safe_dump(SWEEP), resume=False)
+    names = {}
+    for alg in SWEEP["algorithms"]:
+        for clr in CLIENT_LRS:
+            for slr in SERVER_LRS:
+                for seed in SEEDS:
+                    trial = f"{alg}_{clr}_{slr}_{seed}"
+                    config = {"problem": SWEEP["problem"], "algorithm": {"name": alg, "client_lr": clr,
+                              "server_lr": slr}, "rounds": 15, "eval_every": 5, "seed": seed}
+                    log.start(trial, config, run_label(config))
+                    rows = series(alg, clr, slr, seed)[:2 if diverged(alg, clr) else None]
+                    for rnd, row in zip(ROUNDS, rows):
+                        log.add_row(trial, {"round": rnd, **row})
+                    log.end(trial, "diverged" if diverged(alg, clr) else "finished")
+                    names[log.runs[trial].info.run_id] = run_label(config)
+    log.finish(failed=False)
+    return {"pid": log.parent_id, "experiment": log.experiment_id, "names": names,
+            "client": log.store.client}
 
 
 def chromium(profile: Path, url: str, *action: str) -> str:
@@ -56,9 +95,14 @@ class Page(HTMLParser):
     def __init__(self):
         super().__init__()
         self.images, self.rows, self._in_table, self._cell = [], [], False, None
+        self.links, self.ids = [], set()
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        if tag == "a":
+            self.links.append(attrs.get("href"))
         if tag == "img":
             self.images.append(attrs)
         elif tag == "table" and attrs.get("id") == "best-configs":
@@ -85,7 +129,7 @@ def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("browser")
     db = root / "mlflow.db"
     uri = f"sqlite:///{db}"
-    client, pid, _ = make_sweep(uri, root / "mlartifacts")
+    sweep = logged_sweep(uri)
     port = free_port()
     # start the MLflow server first: it takes longest; own session so it and its workers stop together
     mlflow = subprocess.Popen(
@@ -95,7 +139,7 @@ def served(tmp_path_factory):
         # no job runner: it forks more processes that import mlflow (GenAI jobs are not used here)
         env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
     report = root / "report"
-    index = render_report("toy", tracking_uri=uri, out_dir=report)
+    index = render_report("toy", tracking_uri=uri, out_dir=report, ui_url=f"http://127.0.0.1:{port}")
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(report))
     handler.log_message = lambda *args: None
     static = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -103,7 +147,7 @@ def served(tmp_path_factory):
     try:
         yield {"index": index, "report_url": f"http://127.0.0.1:{static.server_port}/index.html",
                "mlflow": mlflow, "mlflow_url": f"http://127.0.0.1:{port}", "log": root / "mlflow.log",
-               "client": client, "pid": pid, "experiment": client.get_run(pid).info.experiment_id}
+               **sweep}
     finally:
         static.shutdown()
         os.killpg(mlflow.pid, signal.SIGTERM)
@@ -119,7 +163,7 @@ def test_report_page_shows_figures_and_best_table(served, tmp_path):
     page = Page()
     page.feed(chromium(tmp_path / "profile", served["report_url"], "--dump-dom"))
     pngs = sorted(p for p in index.parent.glob("*.png"))
-    assert len(pngs) == 5 and len(page.images) == len(pngs)
+    assert len(pngs) == 6 and len(page.images) == len(pngs)
     shown = [base64.b64decode(img["src"].removeprefix("data:image/png;base64,")) for img in page.images]
     assert all(img["src"].startswith("data:image/png;base64,") for img in page.images)
     assert sorted(shown) == sorted(p.read_bytes() for p in pngs)  # every figure, as rendered
@@ -127,9 +171,16 @@ def test_report_page_shows_figures_and_best_table(served, tmp_path):
     assert header[:4] == ["algorithm", "seeds", "algorithm.client_lr", "algorithm.server_lr"]
     assert header[4] == "f1 (ranked, max)"
     assert [r[:4] for r in rows] == [["feddualavg", "2", "0.01", "1"], ["fedmid", "2", "0.001", "1"]]
+    assert header[-1] == "MLflow runs" and [r[-1] for r in rows] == ["run 1run 2"] * 2
+    # every trial links to its run in the MLflow UI being served
+    base, exp = served["mlflow_url"], served["experiment"]
+    for run_id in served["names"]:
+        assert run_url(base, exp, run_id) in page.links
+    assert "warnings" in page.ids and "trials" in page.ids
 
     shot = tmp_path / "report.png"
     chromium(tmp_path / "profile", served["report_url"], f"--screenshot={shot}")
+    keep(shot, "report_toy.png")
     from matplotlib.image import imread
     pixels = (imread(shot)[..., :3] * 255).round()
     assert pixels.shape[:2] == (2000, 1280)
@@ -166,3 +217,41 @@ def test_mlflow_ui_shows_the_report_artifact(served, tmp_path):
     shot = tmp_path / "mlflow_ui.png"
     chromium(tmp_path / "profile", url, budget, "--window-size=1280,1000", f"--screenshot={shot}")
     assert shot.stat().st_size > 20_000
+    keep(shot, "mlflow_ui_report_artifact.png")
+
+
+def test_mlflow_ui_shows_the_trials_in_the_training_view(served, tmp_path):
+    """The link fco-ray prints after a sweep (and the report's "MLflow trials"): the runs table
+    in the model-training view, every trial a row under its readable name, best first."""
+    base, exp = served["mlflow_url"], served["experiment"]
+    wait_for(f"{base}/health", served["mlflow"], served["log"])
+    budget = "--virtual-time-budget=15000"
+    # without the link's parameters MLflow 3.17 opens a fresh browser in its GenAI view
+    plain = chromium(tmp_path / "plain", f"{base}/#/experiments/{exp}", budget, "--dump-dom")
+    assert "Detect Issues" in plain or "Traces" in plain
+    url = trials_url(base, exp, served["pid"], "f1", "max")
+    dom = chromium(tmp_path / "profile", url, budget, "--window-size=1600,1000", "--dump-dom")
+    assert "Detect Issues" not in dom and "Model training" in dom
+    assert "matching runs" in dom and "final.f1" in dom  # the runs table, sorted by final.f1
+    shown = re.findall(r">((?:feddualavg|fedmid) lr=[0-9.]+ slr=[0-9.]+ seed[01])<", dom)
+    assert sorted(shown) == sorted(served["names"].values())  # every trial, the parent not
+    # best first: the runs with the highest final f1 (feddualavg at 0.01 / 1, both seeds)
+    assert set(shown[:2]) == {"feddualavg lr=0.01 slr=1 seed0", "feddualavg lr=0.01 slr=1 seed1"}
+    shot = tmp_path / "mlflow_trials.png"
+    chromium(tmp_path / "profile", url, budget, "--window-size=1600,1000", f"--screenshot={shot}")
+    assert shot.stat().st_size > 20_000
+    keep(shot, "mlflow_ui_trials.png")
+
+
+def test_mlflow_compare_view_of_an_algorithms_trials(served, tmp_path):
+    base, exp = served["mlflow_url"], served["experiment"]
+    wait_for(f"{base}/health", served["mlflow"], served["log"])
+    runs = [r for r, name in served["names"].items() if name.startswith("feddualavg")]
+    url = compare_url(base, exp, runs)
+    budget = "--virtual-time-budget=15000"
+    dom = chromium(tmp_path / "profile", url, budget, "--window-size=1400,1400", "--dump-dom")
+    assert f"Comparing {len(runs)} Runs from 1 Experiment" in dom
+    assert "Parallel Coordinates Plot" in dom and "algorithm.client_lr" in dom
+    shot = tmp_path / "mlflow_compare.png"
+    chromium(tmp_path / "profile", url, budget, "--window-size=1400,1400", f"--screenshot={shot}")
+    keep(shot, "mlflow_ui_compare.png")

@@ -38,7 +38,7 @@ from .dashboard import Curve, Dashboard, Heatmap, available, find_dashboard, loa
 from .data import SweepData, grid_cells, load_sweep
 from .figures import colors, curve_figure, grid_figure, heatmap_figure, save
 from .grid import MAX_GRID_VALUES, configurations, edge_warnings
-from ..tracking import DEFAULT_UI, compare_url, run_url, ui_base
+from ..tracking import DEFAULT_UI, compare_url, run_url, trials_url, ui_base
 from .page import render_page
 
 ARTIFACT_DIR = "report"
@@ -272,15 +272,18 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
             "notes": stage.notes, "files": files}, indent=1))
 
         status = trials["status"].value_counts().to_dict() if len(trials) else {}
-        best_ids = [r for g in best.values() for r in g["run_id"]]
         summary = {"sweep": data.name, "experiment": data.experiment,
                    "parent run": [(data.run_id, run_url(base, experiment_id, data.run_id))],
                    "problem": str(data.problem), "ranked by": f"{metric} ({mode}), mean final value over seeds",
                    "trials": ", ".join(f"{n} {s}" for s, n in sorted(status.items())) or "none",
                    "dashboard": dash.name,
                    "rendered": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-        if best_ids:
-            summary["MLflow compare"] = [("the best runs side by side", compare_url(base, experiment_id, best_ids))]
+        summary["MLflow trials"] = [("every trial, best first", trials_url(base, experiment_id, data.run_id,
+                                                                           metric, mode))]
+        if len(trials):  # MLflow's compare view: parallel coordinates of the rates vs the metrics
+            summary["MLflow compare"] = [
+                (f"{alg} ({len(g)} trials)", compare_url(base, experiment_id, g["run_id"].tolist()))
+                for alg, g in sorted(trials.groupby("algorithm"), key=lambda item: item[0])]
         page = render_page(dash.title or f"Sweep {data.name}", summary,
                            _display(table, table_metrics, metric, mode, links),
                            [("Metric vs round", "curve", stage.shown["curve"]),

@@ -117,8 +117,6 @@ def grid_figure(curve: Curve, panels: dict[str, list[dict]], seeds: dict[str, in
     and `series` (run id -> that run's series). The y range and the log decision come from
     the finished configurations (a diverging one can reach 1e30 before it stops)."""
     from matplotlib import colormaps
-
-    from matplotlib import colormaps
     from matplotlib.lines import Line2D
 
     cols = min(max(len(panels), 1), 2)
@@ -189,8 +187,9 @@ def grid_figure(curve: Curve, panels: dict[str, list[dict]], seeds: dict[str, in
         ax.grid(True, which="major", alpha=0.3)
         # the legend: the best configuration, colours (first key), styles (second key)
         best_params = next((c["params"] for c in configs if c["best"]), None)
-        handles = [] if best_params is None else [Line2D([], [], color=BEST_COLOR, lw=2.6, label="best:\n" + "\n".join(
-            f"{p.split('.')[-1]}={_tick(v)}" for p, v in best_params.items()))]
+        handles = [] if best_params is None else [Line2D([], [], color=BEST_COLOR, lw=2.6, label="best:\n"
+                                                         + "\n".join(f"{p.split('.')[-1]}={_tick(v)}"
+                                                                     for p, v in best_params.items()))]
         if keys:
             handles += [Line2D([], [], color=shade[v], lw=1.5, label=f"{keys[0].split('.')[-1]}={_tick(v)}")
                         for v in colour_values]

@@ -23,7 +23,7 @@ figure.curve { flex: 0 1 calc(50% - 6px); } figure.curve img { width: 100%; }
 figcaption { font-size: 0.85em; color: #555; }
 figure.grid { flex: 0 1 100%; }
 ul.warnings { background: #fff4e5; border: 1px solid #f0b45b; padding: 8px 8px 8px 28px; }
-td a { margin-right: 6px; } td.text { text-align: left; }
+td a, dd a { margin-right: 10px; } td.text { text-align: left; }
 """
 
 Cell = str | list[tuple[str, str]]
