@@ -57,7 +57,7 @@ def test_child_runs_hold_every_evaluated_round_of_fco_run(swept):
     assert set(zip(trials["algorithm"], trials["algorithm.client_lr"])) == {
         (a, lr) for a in ("fedmid", "feddualavg") for lr in (0.001, 1.0)}
     finished = trials[trials["status"] == "finished"]
-    assert len(finished) == 2 and (finished["problem.lam"] == 0.05).all()  # defaults logged too
+    assert len(finished) == 2 and (finished["problem.lam"] == 0.1).all()  # defaults logged too
     for row in finished.itertuples():
         config = {"problem": PROBLEM, "algorithm": {"name": row.algorithm, "client_lr": 0.001,
                                                      "clients_per_round": 4, "local_steps": 5},
