@@ -40,32 +40,37 @@ def test_deterministic_sequential_feddualex_gap_decays_like_one_over_t():
 
 
 # E5 at reduced scale: A 150 x 300, 5 clients with per-client noise 0.1 sqrt(5/100), so the
-# noise of the clients' mean is that of the paper's 100 clients; K = 10, 200 rounds.
+# noise of the clients' mean is that of the paper's 100 clients; K = 10, 200 rounds. Both rates
+# tuned, as the paper tunes them (its grid has server rates 1 .. 0.01).
 E5 = {"name": "bilinear_l1", "n": 150, "m": 300, "clients": 5, "noise": 0.1 * np.sqrt(0.05),
       "data_seed": 0}
-GRID = (0.03, 0.01, 0.003)
+GRID = [(cl, sl) for cl in (0.1, 0.03, 0.01) for sl in (1.0, 0.3)]
 
 
 def tuned(algorithm: dict) -> dict:
-    """Final metrics of the best client rate of GRID (server rate 1), by the server model's gap."""
+    """Final metrics of the best rate pair of GRID, by the server model's gap."""
     runs = [final({"problem": E5, "rounds": 200, "eval_every": 200, "seed": 0,
-                   "algorithm": {**algorithm, "client_lr": lr, "local_steps": 10,
+                   "algorithm": {**algorithm, "client_lr": cl, "server_lr": sl, "local_steps": 10,
                                  "clients_per_round": None, "batch_size": None}})
-            for lr in GRID]
+            for cl, sl in GRID]
     return min(runs, key=lambda r: r["duality_gap"])
 
 
-def test_e5_extra_step_methods_beat_composite_minimization_methods():
+def test_e5_under_full_tuning_fedmid_falls_behind_feddualavg_does_not():
+    """Measured here: FedMiD 0.83, FedMiP (Appendix H) 0.82; FedDualAvg 0.022 (client 0.03,
+    server 0.3), FeDualEx 0.016 (ergodic 0.015), FedMiP without server prox 0.006. The paper's
+    "FedDualAvg stays above 1" holds only at server rate 1 (0.57 here)."""
     dualex = tuned({"name": "feddualex"})
     mip = tuned({"name": "fedmip", "server_prox": False})
     mip_h = tuned({"name": "fedmip"})  # Appendix H: server prox_{eta_s eta_c K psi}
-    baseline = min(tuned({"name": "feddualavg"})["duality_gap"], tuned({"name": "fedmid"})["duality_gap"])
-    # FedMiP (clients' proximal steps, averaged and projected): an order of magnitude below
-    assert mip["duality_gap"] < 0.1 * baseline
-    # FeDualEx: its output, the ergodic mean of the shadow points (Algorithm 1), an order of
-    # magnitude below; its last server model about one (measured ~10x here and at full scale)
-    assert dualex["duality_gap_ergodic"] < 0.1 * baseline
-    assert dualex["duality_gap"] < 0.2 * baseline
+    dual = tuned({"name": "feddualavg"})
+    mid = tuned({"name": "fedmid"})
+    # extra-step methods an order of magnitude below FedMiD (primal averaging)
+    for gap in (mip["duality_gap"], dualex["duality_gap"], dualex["duality_gap_ergodic"]):
+        assert gap < 0.1 * mid["duality_gap"]
+    # FedDualAvg with its server rate tuned: also far below FedMiD, within 2x of FeDualEx
+    assert dual["duality_gap"] < 0.1 * mid["duality_gap"]
+    assert dual["duality_gap"] < 2 * dualex["duality_gap"]
     # dual aggregation keeps the structure: FeDualEx's model is sparser than FedMiP's
     assert dualex["density"] < mip["density"] - 0.05
     # FedMiP with the server prox of Appendix H shrinks twice (clients, then server): it ends
@@ -74,7 +79,7 @@ def test_e5_extra_step_methods_beat_composite_minimization_methods():
     x2, y2 = lp_saddle_l1(p.a, p.b, 0.2, 0.05)
     biased = p.duality_gap({"x": x2, "y": y2})
     assert mip_h["duality_gap"] > 0.8 * biased
-    assert mip_h["duality_gap"] > 0.5 * baseline
+    assert mip_h["duality_gap"] > 0.5 * dual["duality_gap"]
 
 
 def test_e6_feddualex_attack_is_sparser_at_equal_clean_accuracy():
