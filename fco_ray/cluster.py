@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from dataclasses import dataclass
 
 from .config import ConfigError
@@ -81,15 +82,50 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Conne
         return Connection(False, False, ray.get_runtime_context().gcs_address)
     named = requested_address(address)
     if named is not None:
+        _check_listening(named)
         try:
             ray.init(address=named, **JOIN_OPTIONS)
         except (ConnectionError, RuntimeError, ValueError) as e:
+            hint = ""
+            if _caused_by_authentication(e):
+                # Ray enables token auth for an explicitly named cluster only when asked
+                hint = ("; the cluster requires token authentication: set RAY_AUTH_MODE=token "
+                        "and make its token available (~/.ray/auth_token, RAY_AUTH_TOKEN_PATH "
+                        "or RAY_AUTH_TOKEN)")
             raise ClusterError(f"cannot connect to the Ray cluster at {named!r} "
-                               f"(from the address option or RAY_ADDRESS): {e}") from e
+                               f"(from the address option or RAY_ADDRESS): {e}{hint}") from e
         return Connection(True, False, ray.get_runtime_context().gcs_address)
     with _loopback_node():
         ray.init(address="local", num_cpus=num_cpus, **LOCAL_OPTIONS)
     return Connection(True, True, ray.get_runtime_context().gcs_address)
+
+
+def _check_listening(address: str, timeout_s: float = 10.0) -> None:
+    """Fail fast when nothing accepts connections at a host:port address: Ray itself retries
+    for many minutes before giving up. (ray://... addresses go to Ray Client, which has
+    its own timeout.)"""
+    if "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ClusterError(f"Ray address {address!r} (from the address option or RAY_ADDRESS) "
+                           "is not host:port or ray://host:port")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ClusterError(f"cannot connect to the Ray cluster at {address!r} (from the "
+                           f"address option or RAY_ADDRESS): nothing accepts connections "
+                           f"there ({e})") from None
+
+
+def _caused_by_authentication(error: BaseException) -> bool:
+    """Whether Ray's connection error came from a rejected or missing auth token."""
+    seen = 0
+    while error is not None and seen < 10:
+        if type(error).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(error):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 def disconnect(connection: Connection) -> None:
