@@ -34,6 +34,21 @@ def test_requested_address(monkeypatch):
         requested_address()
 
 
+def test_ray_backend_refuses_auto_before_starting_anything(monkeypatch):
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("this process is already connected to Ray (the address is not used then)")
+    from fco_ray.api import make_problem, resolve
+    from fco_ray.backends import make_backend
+
+    problem = make_problem(resolve({"problem": {"name": "lowrank", "clients": 3, "dim": 4,
+                                                "rank": 1}, "algorithm": {"name": "fedmid"}}))
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    with pytest.raises(ConfigError, match="RAY_ADDRESS"):
+        make_backend({"name": "ray", "actors": 1}, problem)
+    assert not ray.is_initialized()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
