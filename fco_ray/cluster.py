@@ -12,8 +12,9 @@ runner both call it):
   machine (`ray.init(address="local")`; a bare `ray.init()` would join the cluster last
   started here by anyone). It is bound to loopback: Ray's processes (GCS, raylet, agents,
   workers, the Prometheus metrics endpoints) listen on 127.0.0.1 only, the dashboard web UI
-  is off, metrics are not collected, and Ray's token authentication stays on (Ray's default
-  for new local clusters). Ray's own log lines stay out of stdout (where `fco-ray run` prints
+  is off, metrics are not collected, workers run at the driver's priority (not 15 nice
+  levels below it), and Ray's token authentication stays on (Ray's default for new local
+  clusters). Ray's own log lines stay out of stdout (where `fco-ray run` prints
   its metrics table): workers' output is not forwarded to this process, and Ray's driver
   log shows warnings only, on stderr.
 
@@ -38,7 +39,12 @@ LOCAL_OPTIONS = {
     "log_to_driver": False,
     "logging_level": logging.WARNING,
     "_node_ip_address": LOOPBACK,
-    "_system_config": {"enable_metrics_collection": False},
+    # worker_niceness: Ray runs its workers (our client actors, Tune's trials) 15 nice
+    # levels below the driver by default; on a busy machine the actors doing a round's
+    # work then get a fraction of the CPU share of the idle driver waiting for them (on the
+    # shared 2-core benchmark machine at load ~20: 2 actors 0.6-0.8x the local backend on
+    # E4's MLP, benchmarks/results/ray_scaling.md). 0: the same priority as the driver.
+    "_system_config": {"enable_metrics_collection": False, "worker_niceness": 0},
 }
 #: Options for joining a named cluster (its own processes are configured by whoever
 #: started it; these only concern this driver).

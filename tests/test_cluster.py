@@ -113,7 +113,11 @@ problem = make_problem(resolve({"problem": {"name": "lowrank", "clients": 3, "di
                                 "algorithm": {"name": "fedmid"}}))
 backend = RayBackend(problem, actors=1, cpus_per_actor=0.25)
 out["backend_address"] = ray.get_runtime_context().gcs_address
-out["clients"] = [s["clients"] for s in backend.stats()]
+stats = backend.stats()
+out["clients"] = [s["clients"] for s in stats]
+# the actors run at the driver's priority (Ray's default: 15 nice levels lower)
+out["nice"] = [os.getpriority(os.PRIO_PROCESS, 0)] + [
+    os.getpriority(os.PRIO_PROCESS, s["pid"]) for s in stats]
 # every TCP port that a process of the cluster this process started listens on
 parent = {}
 for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -156,6 +160,7 @@ def test_backend_does_not_join_an_unrelated_local_cluster(unrelated_head):
     assert probe["backend_address"] != unrelated
     assert probe["backend_address"].startswith("127.0.0.1:")
     assert probe["clients"] == [3] and probe["initialized_after_close"] is False
+    assert probe["nice"][1:] == probe["nice"][:1]
     if "listening" not in probe or not probe["listening"]:
         pytest.skip(f"cannot see the cluster's listening sockets here (`ss -ltnp`: "
                     f"{probe.get('ss_error', 'no process ids shown')})")
