@@ -54,6 +54,17 @@ def load() -> str:
 # ---------------------------------------------------------------------------------------
 # one (workload, threads) configuration, in its own process
 # ---------------------------------------------------------------------------------------
+def cpu_seconds(pid: int) -> float:
+    """CPU time of all threads of process `pid` so far (nanosecond schedstat counters)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 1e9
+
+
 def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
     """Per grid point: the three backends alive at once; each cycle runs one round on each
     (local, 1 actor, 2 actors) from the same server state, so the three times of a cycle
@@ -85,12 +96,17 @@ def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
                         "ray1": RayBackend(problem, actors=1, cpus_per_actor=0.5),
                         "ray2": RayBackend(problem, actors=2, cpus_per_actor=0.5)}
             times = {k: [] for k in backends}
+            cpu = {k: [] for k in backends}  # CPU seconds on the round's critical path
+            pids = {k: [st["pid"] for st in b.stats()] for k, b in backends.items()
+                    if k != "local"}
             state = algorithm.server_init(problem, problem.init_params(np.random.default_rng(0)))
             try:
                 for rnd in range(WARMUP + cycles):
                     payload = algorithm.broadcast(state)
                     ids = algorithm.select_clients(0, rnd, problem.num_clients)
                     for name, backend in backends.items():
+                        actors0 = [cpu_seconds(pid) for pid in pids.get(name, [])]
+                        c = time.process_time()
                         t = time.perf_counter()
                         total, weight = backend.map_clients(algorithm, payload, ids,
                                                             Key(0, rnd, ids))
@@ -98,12 +114,16 @@ def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
                             problem, state, {k: v / weight for k, v in total.items()}, rnd)
                         if rnd >= WARMUP:
                             times[name].append(time.perf_counter() - t)
+                            actors = [cpu_seconds(pid) - a0
+                                      for pid, a0 in zip(pids.get(name, []), actors0)]
+                            # the driver, plus the busiest actor (the others run beside it)
+                            cpu[name].append(time.process_time() - c + max(actors, default=0.0))
                     state = new  # every backend computed the same round; go on from the last
             finally:
                 for backend in backends.values():
                     backend.close()
             row = {"workload": workload, "clients_per_round": per_round, "local_steps": steps,
-                   "load": load(), **times}
+                   "load": load(), **times, "cpu": cpu}
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
@@ -159,8 +179,16 @@ def markdown(res: dict) -> str:
          "brackets); speedup = local / ray per cycle, median (and quartiles) over the cycles. "
          "`pinned`: one BLAS thread in every process; `default`: the libraries' choice (the "
          "driver's NumPy may use both cores, an actor uses one).", "",
-         "| threads | workload | clients/round | K | local s | 1 actor s | 2 actors s | speedup 1 actor | speedup 2 actors (quartiles) | load |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
+         "CPU columns: CPU seconds on a round's critical path (local: the driver process; "
+         "ray: the driver plus the busiest actor, from the actors' /proc schedstat "
+         "counters), medians; `CPU speedup` = local CPU / ray CPU per cycle, median: the "
+         "speedup the round would have if every process had a core of its own. On this "
+         "shared machine the kernel schedules by session (autogroup): all processes of one "
+         "benchmark share one group's slice of the 2 cores, under ~1 core whenever more "
+         "than a few other sessions are busy, and then a second actor cannot make a round "
+         "faster in wall time.", "",
+         "| threads | workload | clients/round | K | local s | 1 actor s | 2 actors s | speedup 1 actor | speedup 2 actors (quartiles) | CPU s: local / 1 / 2 actors | CPU speedup 2 actors | load |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
         loc, r1, r2 = (float(np.median(r[k])) for k in ("local", "ray1", "ray2"))
         s1 = np.asarray(r["local"]) / np.asarray(r["ray1"])
@@ -170,7 +198,9 @@ def markdown(res: dict) -> str:
                  f"{r['local_steps']} | {loc:.4f} ({min(r['local']):.4f}) | {r1:.4f} "
                  f"({min(r['ray1']):.4f}) | {r2:.4f} ({min(r['ray2']):.4f}) | "
                  f"{np.median(s1):.2f}x | {np.median(s2):.2f}x ({q1:.2f}-{q3:.2f}) | "
-                 f"{r['load'].split()[0]} |")
+                 + " / ".join(f"{np.median(r['cpu'][k]):.3f}" for k in ("local", "ray1", "ray2"))
+                 + f" | {np.median(np.asarray(r['cpu']['local']) / np.asarray(r['cpu']['ray2'])):.2f}x"
+                 f" | {r['load'].split()[0]} |")
     return "\n".join(L) + "\n"
 
 
