@@ -89,8 +89,15 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Conne
     named = requested_address(address)
     if named is not None:
         _check_listening(named)
+        options, context = dict(JOIN_OPTIONS), contextlib.nullcontext()
+        if _is_loopback(named):
+            # a cluster on this machine's loopback (see README: one cluster for many runs):
+            # this driver's node IP must be 127.0.0.1 too, or Ray waits for a raylet at the
+            # machine's network address that never comes
+            options["_node_ip_address"], context = LOOPBACK, _loopback_node()
         try:
-            ray.init(address=named, **JOIN_OPTIONS)
+            with context:
+                ray.init(address=named, **options)
         except (ConnectionError, RuntimeError, ValueError) as e:
             hint = ""
             if _caused_by_authentication(e):
@@ -104,6 +111,11 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Conne
     with _loopback_node():
         ray.init(address="local", num_cpus=num_cpus, **LOCAL_OPTIONS)
     return Connection(True, True, ray.get_runtime_context().gcs_address)
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.rpartition(":")[0].strip("[]")
+    return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
 def _check_listening(address: str, timeout_s: float = 10.0) -> None:

@@ -1,4 +1,5 @@
 """Joining Ray: the named cluster or a new private loopback one, never another user's."""
+import contextlib
 import json
 import os
 import shutil
@@ -65,20 +66,20 @@ def ray_tmpdir():
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.fixture
-def unrelated_head(ray_tmpdir):
-    """Someone else's local cluster: `ray start --head` (advertised in RAY_TMPDIR's
-    ray_current_cluster file, as `ray start` does); ended by signalling the blocking
-    `ray start`, which takes its own processes down (no `ray stop`: that would end every
-    Ray cluster of this user on the machine)."""
+@contextlib.contextmanager
+def _head(ray_tmpdir, *flags, **env_extra):
+    """`ray start --head --block` with a private RAY_TMPDIR (it advertises itself in that
+    dir's ray_current_cluster file, as `ray start` does); yields (address, env). Ended by
+    signalling the blocking `ray start`, which takes its own processes down (no `ray stop`:
+    that would end every Ray cluster of this user on the machine)."""
     pytest.importorskip("ray")
     port = _free_port()
     env = {**os.environ, "RAY_TMPDIR": ray_tmpdir}
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.Popen(
         [str(RAY), "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
-         "--include-dashboard=false", "--disable-usage-stats"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         "--include-dashboard=false", "--disable-usage-stats", *flags],
+        env={**env, **env_extra}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     address_file = Path(ray_tmpdir) / "ray" / "ray_current_cluster"
     deadline = time.monotonic() + 120
     while not address_file.is_file() and proc.poll() is None and time.monotonic() < deadline:
@@ -94,6 +95,13 @@ def unrelated_head(ray_tmpdir):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def unrelated_head(ray_tmpdir):
+    """Someone else's local cluster, on the machine's network address (Ray's default)."""
+    with _head(ray_tmpdir) as head:
+        yield head
 
 
 _PROBE = r"""
@@ -271,3 +279,27 @@ def test_run_stdout_is_only_the_metrics_table(ray_tmpdir, tmp_path):
     # the workers did print: into the session's log files, not into this run's stdout
     logs = list(Path(ray_tmpdir).glob("ray/session_*/logs/worker-*.out"))
     assert any("NOISE from a Ray worker" in p.read_text() for p in logs)
+
+
+@pytest.mark.ray
+def test_joins_a_cluster_on_loopback(ray_tmpdir):
+    """The README's one-cluster-for-many-runs recipe: a head on 127.0.0.1, joined by
+    address (the driver must take node IP 127.0.0.1 too, else Ray waits for a raylet at
+    the machine's network address), and its actors run the backend's work."""
+    code = _CONNECT.replace("cluster.disconnect(c)", "from fco_ray.api import make_problem, resolve\n"
+                            "    from fco_ray.backends.ray_backend import RayBackend\n"
+                            "    p = make_problem(resolve({'problem': {'name': 'lowrank', 'clients': 3, "
+                            "'dim': 4, 'rank': 1}, 'algorithm': {'name': 'fedmid'}}))\n"
+                            "    b = RayBackend(p, actors=1, cpus_per_actor=0.25)\n"
+                            "    print('CLIENTS', [s['clients'] for s in b.stats()])\n"
+                            "    b.close()\n"
+                            "    cluster.disconnect(c)")
+    with _head(ray_tmpdir, "--node-ip-address=127.0.0.1",
+               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0") as (address, env):
+        assert address.startswith("127.0.0.1:")
+        env = {**env, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "token"}
+        done = subprocess.run([sys.executable, "-c", code, address], env=env,
+                              capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [f"JOINED True False {address}", "CLIENTS [3]",
+                                        "LEFT False"], done.stdout
