@@ -12,8 +12,9 @@ runner both call it):
   machine (`ray.init(address="local")`; a bare `ray.init()` would join the cluster last
   started here by anyone). It is bound to loopback: Ray's processes (GCS, raylet, agents,
   workers, the Prometheus metrics endpoints) listen on 127.0.0.1 only, the dashboard web UI
-  is off, metrics are not collected, and Ray's token authentication stays on (Ray's default
-  for new local clusters). Ray's own log lines stay out of stdout (where `fco-ray run` prints
+  is off, metrics are not collected, workers run at the driver's priority (not 15 nice
+  levels below it), and Ray's token authentication stays on (Ray's default for new local
+  clusters). Ray's own log lines stay out of stdout (where `fco-ray run` prints
   its metrics table): workers' output is not forwarded to this process, and Ray's driver
   log shows warnings only, on stderr.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from dataclasses import dataclass
 
 from .config import ConfigError
@@ -37,7 +39,12 @@ LOCAL_OPTIONS = {
     "log_to_driver": False,
     "logging_level": logging.WARNING,
     "_node_ip_address": LOOPBACK,
-    "_system_config": {"enable_metrics_collection": False},
+    # worker_niceness: Ray runs its workers (our client actors, Tune's trials) 15 nice
+    # levels below the driver by default; on a busy machine the actors doing a round's
+    # work then get a fraction of the CPU share of the idle driver waiting for them (on the
+    # shared 2-core benchmark machine at load ~20: 2 actors 0.6-0.8x the local backend on
+    # E4's MLP, benchmarks/results/ray_scaling.md). 0: the same priority as the driver.
+    "_system_config": {"enable_metrics_collection": False, "worker_niceness": 0},
 }
 #: Options for joining a named cluster (its own processes are configured by whoever
 #: started it; these only concern this driver).
@@ -81,15 +88,62 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Conne
         return Connection(False, False, ray.get_runtime_context().gcs_address)
     named = requested_address(address)
     if named is not None:
+        _check_listening(named)
+        options, context = dict(JOIN_OPTIONS), contextlib.nullcontext()
+        if _is_loopback(named):
+            # a cluster on this machine's loopback (see README: one cluster for many runs):
+            # this driver's node IP must be 127.0.0.1 too, or Ray waits for a raylet at the
+            # machine's network address that never comes
+            options["_node_ip_address"], context = LOOPBACK, _loopback_node()
         try:
-            ray.init(address=named, **JOIN_OPTIONS)
+            with context:
+                ray.init(address=named, **options)
         except (ConnectionError, RuntimeError, ValueError) as e:
+            hint = ""
+            if _caused_by_authentication(e):
+                # Ray enables token auth for an explicitly named cluster only when asked
+                hint = ("; the cluster requires token authentication: set RAY_AUTH_MODE=token "
+                        "and make its token available (~/.ray/auth_token, RAY_AUTH_TOKEN_PATH "
+                        "or RAY_AUTH_TOKEN)")
             raise ClusterError(f"cannot connect to the Ray cluster at {named!r} "
-                               f"(from the address option or RAY_ADDRESS): {e}") from e
+                               f"(from the address option or RAY_ADDRESS): {e}{hint}") from e
         return Connection(True, False, ray.get_runtime_context().gcs_address)
     with _loopback_node():
         ray.init(address="local", num_cpus=num_cpus, **LOCAL_OPTIONS)
     return Connection(True, True, ray.get_runtime_context().gcs_address)
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.rpartition(":")[0].strip("[]")
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def _check_listening(address: str, timeout_s: float = 10.0) -> None:
+    """Fail fast when nothing accepts connections at a host:port address: Ray itself retries
+    for many minutes before giving up. (ray://... addresses go to Ray Client, which has
+    its own timeout.)"""
+    if "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ClusterError(f"Ray address {address!r} (from the address option or RAY_ADDRESS) "
+                           "is not host:port or ray://host:port")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ClusterError(f"cannot connect to the Ray cluster at {address!r} (from the "
+                           f"address option or RAY_ADDRESS): nothing accepts connections "
+                           f"there ({e})") from None
+
+
+def _caused_by_authentication(error: BaseException) -> bool:
+    """Whether Ray's connection error came from a rejected or missing auth token."""
+    seen = 0
+    while error is not None and seen < 10:
+        if type(error).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(error):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 def disconnect(connection: Connection) -> None:

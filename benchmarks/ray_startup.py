@@ -1,0 +1,176 @@
+"""Where the ray backend's fixed cost goes: starting Ray, the actors, the first round.
+
+    .venv/bin/python benchmarks/ray_startup.py [--repeats 3] [--out benchmarks/results/ray_startup.md]
+
+Every measurement is a fresh Python process running E1 (64 clients x 128, d = 1024,
+FedAvg, K = 10, batch 10, 10 clients per round) on the ray backend with 2 actors, timing:
+  import     importing fco_ray and Ray
+  ray        `ray.init` / `fco_ray.cluster.connect` (starting or joining the cluster)
+  backend    `RayBackend(...)` after that: placement group, shard data to the object
+             store, actor creation (asynchronous: returns before the actors are up)
+  round 1    the first round: waits for the actors (process, imports, shard fetch) and
+             their first call (numba kernels loaded from the on-disk cache)
+  steady     median of rounds 5..20
+  close      `backend.close()` (ends the actors, and the cluster if it started it)
+for three ways of getting a cluster, interleaved (A, B, C, A, B, C, ...):
+  default    a new local cluster with Ray's default options (`ray.init(address="local")`),
+             what the backend did before fco_ray/cluster.py (with address=None)
+  fco_ray    a new local cluster through `fco_ray.cluster.connect()` (loopback, no
+             dashboard UI, no metrics collection, no worker logs to the driver)
+  joined     an existing cluster (started once with `ray start --head` on 127.0.0.1, as
+             the README's "many runs" recipe does), joined by address
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RAY = Path(sys.executable).parent / "ray"
+STEPS = ("import", "ray", "backend", "round 1", "steady", "close")
+
+PROBE = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+import ray
+from fco_ray import cluster
+from fco_ray.algorithms import ALGORITHMS
+from fco_ray.api import make_problem, resolve
+from fco_ray.backends.ray_backend import RayBackend
+from fco_ray.random import Key
+out = {"import": time.perf_counter() - t0}
+mode, address = sys.argv[1], sys.argv[2]
+cfg = resolve({"problem": {"name": "lasso", "lam": 0.0}, "algorithm": {"name": "fedavg",
+               "client_lr": 1e-3, "local_steps": 10, "batch_size": 10, "clients_per_round": 10}})
+problem = make_problem(cfg)
+algorithm = ALGORITHMS["fedavg"](cfg.algorithm)
+t = time.perf_counter()
+if mode == "default":
+    ray.init(address="local")
+else:
+    cluster.connect(address if mode == "joined" else None)
+out["ray"] = time.perf_counter() - t
+t = time.perf_counter()
+backend = RayBackend(problem, actors=2)
+out["backend"] = time.perf_counter() - t
+state = algorithm.server_init(problem, problem.init_params(None))
+rounds = []
+for r in range(20):
+    payload = algorithm.broadcast(state)
+    ids = algorithm.select_clients(0, r, problem.num_clients)
+    t = time.perf_counter()
+    total, weight = backend.map_clients(algorithm, payload, ids, Key(0, r, ids))
+    state = algorithm.server_update(problem, state, {k: v / weight for k, v in total.items()}, r)
+    rounds.append(time.perf_counter() - t)
+out["round 1"], out["steady"] = rounds[0], float(np.median(rounds[4:]))
+t = time.perf_counter()
+backend.close()
+if ray.is_initialized():
+    ray.shutdown()
+out["close"] = time.perf_counter() - t
+print("PROBE " + json.dumps(out))
+"""
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def probe(mode: str, address: str, env: dict) -> dict:
+    t = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", PROBE, mode, address], env=env,
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"{mode} failed:\n{done.stderr[-3000:]}")
+    out = json.loads(done.stdout.split("PROBE ", 1)[1])
+    out["process"] = time.perf_counter() - t
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ray_startup.md"))
+    args = p.parse_args()
+    tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # private Ray temp dir (short paths)
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+           "PYTHONPATH": str(ROOT), "RAY_TMPDIR": tmp}
+    port = free_port()
+    # the persistent cluster: loopback, no dashboard UI (what the README recipe starts)
+    head = subprocess.Popen(
+        [str(RAY), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+         "--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"],
+        env={**env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    address = f"127.0.0.1:{port}"
+    res = {"date": _dt.datetime.now().isoformat(timespec="seconds"),
+           "command": "python benchmarks/ray_startup.py " + " ".join(sys.argv[1:]),
+           "load_start": load(), "nproc": os.cpu_count(), "runs": []}
+    try:
+        deadline = time.monotonic() + 300
+        while not (Path(tmp) / "ray" / "ray_current_cluster").exists():
+            if head.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("`ray start --head` did not come up")
+            time.sleep(0.5)
+        joined_env = {**env, "RAY_AUTH_MODE": "token"}  # `ray start` turns token auth on
+        for rep in range(args.repeats):
+            for mode in ("default", "fco_ray", "joined"):
+                out = probe(mode, address, joined_env if mode == "joined" else env)
+                out.update(mode=mode, repeat=rep, load=load())
+                res["runs"].append(out)
+                print(json.dumps(out), flush=True)
+    finally:
+        head.terminate()
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            head.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    res["load_end"] = load()
+    out = Path(args.out)
+    out.with_suffix(".json").write_text(json.dumps(res, indent=1))
+    out.write_text(markdown(res))
+    print(f"wrote {out}")
+
+
+def markdown(res: dict) -> str:
+    L = [f"# Fixed cost of the ray backend, {res['date']}", "",
+         f"Command: `{res['command']}`", "",
+         f"{res['nproc']} CPUs; load average (1, 5, 15 min) {res['load_start']} at the start, "
+         f"{res['load_end']} at the end; loads at each run: "
+         + ", ".join(r["load"].split()[0] for r in res["runs"]) + ".", "",
+         "E1 (64 x 128, d = 1024), FedAvg, 2 actors; seconds, median over repeats (min in "
+         "brackets); each run a fresh process, the three modes interleaved.", "",
+         "| mode | " + " | ".join(STEPS) + " | to first result | whole process |",
+         "|---|" + "---|" * (len(STEPS) + 2)]
+    for mode in ("default", "fco_ray", "joined"):
+        runs = [r for r in res["runs"] if r["mode"] == mode]
+        cells = []
+        for step in (*STEPS, "first", "process"):
+            v = [r["ray"] + r["backend"] + r["round 1"] if step == "first" else r[step]
+                 for r in runs]
+            cells.append(f"{np.median(v):.3f} ({min(v):.3f})")
+        L.append(f"| {mode} | " + " | ".join(cells) + " |")
+    return "\n".join(L) + "\n"
+
+
+if __name__ == "__main__":
+    main()
