@@ -2,10 +2,12 @@
 no MLflow row is lost (README "Reliability").
 
 Three nodes on this machine: a head with no CPUs (the driver only) and two 1-CPU worker
-nodes, so the two trials run one per worker node. When the first trial reports round 10,
-worker node B is removed (all its processes killed) and a fresh node C is added: the trial
-that ran on B is rerun by Tune from its last checkpoint on C. Both trials end `finished`
-with every round exactly once in MLflow, equal to an undisturbed run.
+nodes. The sweep has two seeds x two client rates: two fused trials (one per seed, each
+running both rates as one stacked computation), one per worker node. When the first trial
+reports round 10, worker node B is removed (all its processes killed) and a fresh node C
+is added: the trial that ran on B is rerun by Tune from its last checkpoint on C. All four
+configurations end `finished` with every round exactly once in MLflow, equal to an
+undisturbed run.
 """
 import sys
 import time
@@ -79,7 +81,7 @@ def test_node_removed_mid_sweep_loses_no_trial_and_no_row(nodes, tmp_path, monke
     cluster, (_, doomed) = nodes
     sweep = {"name": "nodeloss", "problem": LASSO, "algorithms": ["fedmid"],
              "algorithm": {"clients_per_round": 4, "local_steps": 5},
-             "search": {"grid": {"algorithm.client_lr": [0.001, 0.002]}},
+             "search": {"grid": {"algorithm.client_lr": [0.001, 0.002]}}, "seeds": [0, 1],
              "rounds": 40, "eval_every": 5, "report": False,
              "tune": {"metric": "f1", "mode": "max", "max_failures": 2, "checkpoint_every": 10},
              "tracking": {"uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}}
@@ -104,16 +106,17 @@ def test_node_removed_mid_sweep_loses_no_trial_and_no_row(nodes, tmp_path, monke
     parent = find_parent(store, outcome.experiment_id, "nodeloss")
     runs = children(store, parent)
     trials = trials_frame(runs)
-    assert parent.info.status == "FINISHED" and len(runs) == 2
-    assert sorted(trials["status"]) == ["finished", "finished"]
-    assert sum(r.data.tags.get("fco.retries") == "1" for r in runs) == 1  # the trial on node B
+    assert parent.info.status == "FINISHED" and len(runs) == 4
+    assert list(trials["status"]) == ["finished"] * 4
+    # the two configurations of the trial on node B, rerun once
+    assert sum(r.data.tags.get("fco.retries") == "1" for r in runs) == 2
     assert sum("rerun by Tune" in line for line in lines) == 1
     for run in runs:
-        lr = float(run.data.params["algorithm.client_lr"])
+        lr, seed = float(run.data.params["algorithm.client_lr"]), int(run.data.params["seed"])
         expected = fco_ray.run({"problem": {**LASSO, "name": "lasso"},
                                 "algorithm": {"name": "fedmid", "clients_per_round": 4,
                                               "local_steps": 5, "client_lr": lr},
-                                "rounds": 40, "eval_every": 5, "seed": 0})
+                                "rounds": 40, "eval_every": 5, "seed": seed})
         for metric in ("f1", "train_loss"):
             history = store.client.get_metric_history(run.info.run_id, metric)
             assert [m.step for m in history] == STEPS  # every round exactly once

@@ -1,26 +1,29 @@
 """Two processes setting up the same new MLflow SQLite store at once (two first sweeps):
-both succeed (README "Reliability"). Without the setup lock one of them dies with alembic's
-"duplicate column name" in nearly every try."""
+both succeed (README "Reliability"). Without the setup lock one of them died with alembic's
+"duplicate column name: step" in 3 of 3 tries."""
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from mlflow import MlflowClient
 
 import fco_ray
 
 REPO = Path(fco_ray.__file__).resolve().parents[1]
 
-# waits for a common start time, then opens the store and creates an experiment in it
+# imports, then waits until both processes are ready (a file each), then opens the store and
+# creates an experiment in it: the two setups start within about a millisecond
 OPEN = """
 import sys, time
+from pathlib import Path
 from fco_ray.tracking import Store
-start = float(sys.argv[2])
-ready = time.time()
-time.sleep(max(start - ready, 0))
-store = Store("sqlite:///" + sys.argv[1])
-store.experiment_id("exp-" + sys.argv[3])
-print(ready)
+db, me = Path(sys.argv[1]), sys.argv[2]
+(db.parent / f"ready-{me}").touch()
+while len(list(db.parent.glob("ready-*"))) < 2:
+    time.sleep(0.001)
+store = Store(f"sqlite:///{db}")
+store.experiment_id("exp-" + me)
 """
 
 
@@ -29,15 +32,11 @@ def test_two_processes_set_up_a_new_store_at_once(tmp_path):
     for attempt in range(2):
         db = tmp_path / f"try{attempt}" / "mlflow.db"
         db.parent.mkdir()
-        start = time.time() + 15  # both have imported MLflow by then, even on a loaded machine
-        procs = [subprocess.Popen([sys.executable, "-c", OPEN, str(db), str(start), str(i)],
+        procs = [subprocess.Popen([sys.executable, "-c", OPEN, str(db), str(i)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
                  for i in range(2)]
-        results = [p.communicate(timeout=300) for p in procs]
-        for proc, (out, err) in zip(procs, results):
+        for proc in procs:
+            _, err = proc.communicate(timeout=300)
             assert proc.returncode == 0, err[-2000:]
-            assert float(out) < start  # imports done in time: both opened the store together
-        from mlflow import MlflowClient
-
         names = {e.name for e in MlflowClient(f"sqlite:///{db}").search_experiments()}
         assert {"exp-0", "exp-1"} <= names

@@ -151,8 +151,8 @@ class MLflowLogger(tune.Callback):
         self.running.pop(trial.trial_id, None)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        # the trial process failed and Tune reruns it from scratch (same seed, same rows):
-        # keep its rows so far; the rerun's rows up to there are not logged twice
+        # the trial process failed and Tune reruns it from its last checkpoint (or round 0;
+        # same rows): keep its rows so far; the rerun's rows up to there are not logged twice
         for key in sorted(self.running.get(trial.trial_id, {}).get("open", ())):
             self._write(self.log.retry, key)
         self.echo(f"{trial}: failed, rerun by Tune ({trial.num_failures} of at most "
