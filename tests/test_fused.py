@@ -116,3 +116,31 @@ def test_fedmip_without_server_prox_and_a_diverging_member():
     results = check(BILINEAR, "fedmip", [{"client_lr": 0.1}, {"client_lr": 1e4}], rounds=20,
                     local_steps=2, clients_per_round=None, server_prox=False)
     assert results[0].status == "finished"
+
+
+@pytest.mark.ray
+def test_a_fused_group_on_ray_actors_equals_the_local_backend():
+    ray = pytest.importorskip("ray")
+    from fco_ray.backends.ray_backend import RayBackend
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
+    try:
+        problem = build_problem(parse_run({"problem": LASSO, "algorithm": {"name": "fedmid"}}).problem, 0)
+        members = algorithms("fedmid", RATES + [{"client_lr": 30.0}], local_steps=3,
+                             batch_size=4, clients_per_round=4)
+        kwargs = {"rounds": 12, "eval_every": 3, "seed": 0, "divergence": 1e3}
+        local = run_fused(problem, members, LocalBackend(problem), **kwargs)
+        backend = RayBackend(problem, actors=2)
+        try:
+            on_ray = run_fused(problem, members, backend, **kwargs)
+        finally:
+            backend.close()
+        assert [r.status for r in on_ray] == [r.status for r in local]
+        assert local[-1].status == "diverged"
+        for a, b in zip(on_ray, local):
+            assert [r["round"] for r in a.records] == [r["round"] for r in b.records]
+            for ra, rb in zip(a.records, b.records):
+                for k in ra:
+                    np.testing.assert_allclose(ra[k], rb[k], rtol=1e-10, err_msg=k)
+    finally:
+        ray.shutdown()

@@ -15,18 +15,21 @@ def python_blocks() -> list[str]:
 
 def test_the_readme_has_its_python_examples():
     blocks = python_blocks()
-    assert len(blocks) == 3
-    assert "return_model=True" in blocks[1] and "class MeanEstimation(Problem)" in blocks[2]
+    assert len(blocks) == 4
+    assert "return_model=True" in blocks[1] and "run_grid" in blocks[2]
+    assert "class MeanEstimation(Problem)" in blocks[3]
 
 
 @pytest.mark.parametrize("index, expected", [
     (0, r"round\s+train_loss\s+f1\s+density\s+val_mse[\s\S]*\n\d+\s+100\s[\s\S]*\nfinished\n$"),
     (1, r"^\d+ [01]\.\d+\n$"),
-    (2, r"round\s+train_loss\n\s+80 [\s\S]*\n\s*100 [\s\S]*\nw = \[[-0-9. ]+\]\n$"),
+    (2, r"algorithm.client_lr\s+algorithm.server_lr\s*\n0\.001\s+0\.3\s+[0-9.]+\n[\s\S]*"
+        r"0\.010\s+0\.3\s+[0-9.]+\n\s+1\.0\s+[0-9.]+\nName: f1"),
+    (3, r"round\s+train_loss\n\s+80 [\s\S]*\n\s*100 [\s\S]*\nw = \[[-0-9. ]+\]\n$"),
 ])
 def test_readme_python_example_runs_and_prints(tmp_path, index, expected):
     code = python_blocks()[index]
-    if index == 1:  # a continuation of the first example: its imports
+    if index in (1, 2):  # continuations of the first example: its imports
         code = "import fco_ray\n" + code
     (tmp_path / "examples").symlink_to(REPO / "examples")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
