@@ -1,6 +1,6 @@
 """Fused sweeps vs unfused: the configuration axis of fco_ray.fused, measured side by side.
 
-    .venv/bin/python benchmarks/fused.py [--rounds R] [--repeats N] [--sweep-rounds R]
+    .venv/bin/python benchmarks/fused.py [--rounds R] [--repeats N] [--sweep FILE] [--sweep-rounds R]
                                          [--only rounds,sweep] [--out FILE]
 
 rounds  per-round cost of one configuration (engine.run_rounds) and of a fused group of G
@@ -9,9 +9,10 @@ rounds  per-round cost of one configuration (engine.run_rounds) and of a fused g
         sweeps/e1_lasso.yaml), E2 (lowrank, the same grid), E5 (bilinear_l1, K = 10, FeDualEx,
         the paper's 35 pairs). Reported: ms per round (min and median), the group's cost in
         units of one configuration's round, and configurations x rounds per second gained.
-sweep   `fco-ray sweep sweeps/e1_lasso.yaml` end to end (all 504 configurations, at
-        `--sweep-rounds` rounds), with `tune.fuse=false` and `tune.fuse=true`, one after the
-        other, each with its own store and Tune state in a temporary directory.
+sweep   `fco-ray sweep FILE` end to end (`--sweep`, default sweeps/e1_lasso.yaml: 504
+        configurations; at `--sweep-rounds` rounds), with `tune.fuse=false` and
+        `tune.fuse=true`, one after the other, each with its own store and Tune state in a
+        temporary directory.
 Nothing is asserted; the results file records the command, the machine's load and the numbers.
 """
 from __future__ import annotations
@@ -91,12 +92,12 @@ def per_round(rounds: int, repeats: int) -> list[str]:
     return lines
 
 
-def sweep(rounds: int) -> list[str]:
+def sweep(path: str, rounds: int) -> list[str]:
     lines = ["| tune.fuse | Tune trials | configurations | wall time, s |", "|---|---|---|---|"]
     times = {}
     for fuse in ("false", "true"):
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, "-m", "fco_ray", "sweep", str(ROOT / "sweeps/e1_lasso.yaml"),
+            cmd = [sys.executable, "-m", "fco_ray", "sweep", str(ROOT / path),
                    "--set", f"rounds={rounds}", "--set", f"tune.fuse={fuse}", "--set", "report=false",
                    "--set", f"tracking.uri=sqlite:///{tmp}/mlflow.db", "--storage", f"{tmp}/state"]
             env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -107,8 +108,10 @@ def sweep(rounds: int) -> list[str]:
             if out.returncode != 0:
                 raise SystemExit(out.stdout[-2000:] + out.stderr[-2000:])
             first = out.stdout.splitlines()[0]
-        trials = "12" if fuse == "true" else "504"
-        lines.append(f"| {fuse} | {trials} | 504 | {times[fuse]:.0f} |")
+        from fco_ray.sweep import load_sweep
+
+        sw = load_sweep(ROOT / path, [f"rounds={rounds}", f"tune.fuse={fuse}"])
+        lines.append(f"| {fuse} | {sw.num_tune_trials()} | {sw.num_trials()} | {times[fuse]:.0f} |")
         print(lines[-1], first, flush=True)
     lines.append(f"\nfused / unfused wall time: 1 / {times['false'] / times['true']:.1f}")
     return lines
@@ -118,6 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sweep", default="sweeps/e1_lasso.yaml", help="the sweep file to run")
     parser.add_argument("--sweep-rounds", type=int, default=100)
     parser.add_argument("--only", default="rounds,sweep")
     parser.add_argument("--out", default=None)
@@ -130,8 +134,8 @@ def main() -> None:
     if "rounds" in args.only:
         out += ["## Per round", "", *per_round(args.rounds, args.repeats), ""]
     if "sweep" in args.only:
-        out += [f"## The E1 grid end to end (`fco-ray sweep`, {args.sweep_rounds} rounds)", "",
-                *sweep(args.sweep_rounds), ""]
+        out += [f"## `fco-ray sweep {args.sweep}` end to end ({args.sweep_rounds} rounds)", "",
+                *sweep(args.sweep, args.sweep_rounds), ""]
     out.append(f"Load average at the end: {load()}")
     path = Path(args.out or ROOT / "benchmarks/results" / f"fused_{started:%Y-%m-%d_%H%M}.md")
     path.write_text("\n".join(out) + "\n")

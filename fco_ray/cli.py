@@ -68,12 +68,10 @@ def cmd_run(args) -> int:
         from .api import make_problem, run
         from .progress import Progress
 
+        from .checks import check_clients
+
         problem = make_problem(cfg)  # its data must be readable before MLflow is touched
-        per_round = cfg.algorithm.clients_per_round
-        if per_round is not None and per_round > problem.num_clients:
-            raise ConfigError(f"algorithm.clients_per_round must be <= {problem.num_clients} "
-                              f"(problem {cfg.problem.name!r} has {problem.num_clients} training "
-                              f"clients), got {per_round}")
+        check_clients(cfg.algorithm.clients_per_round, problem.num_clients, cfg.problem.name)
     except ConfigError as e:
         raise ConfigError(f"{args.file}: {e}") from None
     store = run_id = None
