@@ -488,8 +488,8 @@ def test_real_sweep_child_runs_carry_names_summaries_and_models(real_sweep, tmp_
         path = client.download_artifacts(r.info.run_id, "model.npz", str(tmp_path))
         with np.load(path, allow_pickle=False) as saved:
             assert set(saved.files) == set(expected)
-            for k in expected:
-                np.testing.assert_array_equal(saved[k], expected[k])
+            for k in expected:  # a fused trial's arithmetic may differ in the last bit
+                np.testing.assert_allclose(saved[k], expected[k], rtol=1e-12, atol=1e-15)
     assert flatten({"a": {"b": 1}}) == {"a.b": 1}
 
 
