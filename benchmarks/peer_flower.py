@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -163,14 +164,18 @@ def run_flower(python: Path, problem, data: Path, task: str, seed: int, rounds: 
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     # Flower's own Ray cluster: private temp dir (it must neither join another cluster
     # advertised on this machine nor be found by one)
-    env.update(PYTHONPATH=str(ROOT / "benchmarks"), RAY_TMPDIR=tempfile.mkdtemp(prefix="fl", dir="/tmp"))
+    ray_tmp = tempfile.mkdtemp(prefix="fl", dir="/tmp")  # short: Ray's socket paths
+    env.update(PYTHONPATH=str(ROOT / "benchmarks"), RAY_TMPDIR=ray_tmp)
     cmd = [str(python), "-c", "import flower_task; flower_task.cli()", str(data), str(out),
            "--rounds", str(rounds), "--per-round", str(TASKS[task]["clients_per_round"]),
            "--local-steps", str(LOCAL_STEPS), "--batch-size", str(BATCH),
            "--client-lr", str(CLIENT_LR), "--seed", str(seed), "--actors", "2"]
     t0 = time.perf_counter()
-    with open(work / f"flower_{task}_{seed}.log", "w") as log:
-        done = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with open(work / f"flower_{task}_{seed}.log", "w") as log:
+            done = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     wall = time.perf_counter() - t0
     if done.returncode != 0 or not out.exists():
         raise RuntimeError(f"Flower run failed (exit {done.returncode}); log: "

@@ -17,8 +17,8 @@ for three ways of getting a cluster, interleaved (A, B, C, A, B, C, ...):
              what the backend did before fco_ray/cluster.py (with address=None)
   fco_ray    a new local cluster through `fco_ray.cluster.connect()` (loopback, no
              dashboard UI, no metrics collection, no worker logs to the driver)
-  joined     an existing cluster (started once with `ray start --head` on 127.0.0.1, as
-             the README's "many runs" recipe does), joined by address
+  joined     an existing cluster (started once with `ray start --head` on 127.0.0.1, workers
+             at normal priority, as the README's "many runs" recipe does), joined by address
 """
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def main() -> None:
     head = subprocess.Popen(
         [str(RAY), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
          "--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"],
-        env={**env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
+        env={**env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_worker_niceness": "0"},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     address = f"127.0.0.1:{port}"
     res = {"date": _dt.datetime.now().isoformat(timespec="seconds"),
