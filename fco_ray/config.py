@@ -35,6 +35,9 @@ class RayBackendConfig(_Strict):
     cpus_per_actor: float = Field(1.0, gt=0)
     placement: Literal["spread", "pack"] = "spread"
     chunk_size: int = Field(1024, ge=1)
+    address: str | None = Field(None, description="the Ray cluster to join (host:port or "
+                                "ray://host:port); unset: $RAY_ADDRESS, else a new local "
+                                "cluster on loopback (fco_ray.cluster)")
 
 
 BackendConfig = Annotated[Union[LocalBackendConfig, RayBackendConfig], Field(discriminator="name")]
