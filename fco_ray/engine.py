@@ -31,6 +31,19 @@ def evaluate(problem: Problem, algorithm: Algorithm, state: dict) -> dict[str, f
     return metrics
 
 
+def exchange(problem: Problem, algorithm: Algorithm, backend, payload: dict, seed: int,
+             rnd: int) -> tuple[dict, float, float]:
+    """One client exchange of a round: the round's clients run `client_update` on the
+    backend; returns the weighted mean message and the floats sent up and down."""
+    if not algorithm.uses_clients:
+        return {}, 0.0, 0.0
+    ids = algorithm.select_clients(seed, rnd, problem.num_clients)
+    with np.errstate(all="ignore"):
+        total, weight = backend.map_clients(algorithm, payload, ids, Key(seed, rnd, ids))
+    mean = {k: v / weight for k, v in total.items()}
+    return mean, float(size(total) * len(ids)), float(size(payload) * len(ids))
+
+
 def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, eval_every: int,
                seed: int, on_eval: Callable[[dict], None] | None = None,
                divergence: float | None = None, start: Snapshot | None = None,
@@ -79,14 +92,8 @@ def run_rounds(problem: Problem, algorithm: Algorithm, backend, *, rounds: int, 
             payload = algorithm.broadcast(state)
             if not all_finite(payload):
                 return False
-            mean = {}
-            if algorithm.uses_clients:
-                ids = algorithm.select_clients(seed, rnd, problem.num_clients)
-                with np.errstate(all="ignore"):
-                    total, weight = backend.map_clients(algorithm, payload, ids, Key(seed, rnd, ids))
-                mean = {k: v / weight for k, v in total.items()}
-                up += size(total) * len(ids)
-                down += size(payload) * len(ids)
+            mean, floats_up, floats_down = exchange(problem, algorithm, backend, payload, seed, rnd)
+            up, down = up + floats_up, down + floats_down
             with np.errstate(all="ignore"):
                 state = algorithm.server_update(problem, state, mean, rnd)
         comm = {"floats_up": float(up), "floats_down": float(down)}

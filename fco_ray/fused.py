@@ -32,10 +32,10 @@ import numpy as np
 
 from .algorithms.base import Algorithm
 from .checkpoint import Snapshot
-from .engine import INIT_TAG, NUMERICAL_FAILURES, RunResult
+from .engine import INIT_TAG, NUMERICAL_FAILURES, RunResult, exchange
 from .problems.base import Problem
 from .random import Key, generator
-from .tree import PerRow, all_finite, size
+from .tree import PerRow, all_finite
 
 
 def varying_fields(hps: list) -> list[str]:
@@ -187,14 +187,8 @@ def _round(problem: Problem, fused: Fused, state, backend, seed: int, rnd: int):
                 return state, (up, down), stopped
             fused, state = fused.keep(keep), take_members(state, keep)
             payload = fused.broadcast(state)
-        mean = {}
-        if fused.uses_clients:
-            ids = fused.select_clients(seed, rnd, problem.num_clients)
-            with np.errstate(all="ignore"):
-                total, weight = backend.map_clients(fused, payload, ids, Key(seed, rnd, ids))
-            mean = {k: v / weight for k, v in total.items()}
-            up += size(total) / fused.size * len(ids)
-            down += size(payload) / fused.size * len(ids)
+        mean, floats_up, floats_down = exchange(problem, fused, backend, payload, seed, rnd)
+        up, down = up + floats_up / fused.size, down + floats_down / fused.size  # per member
         with np.errstate(all="ignore"):
             state = fused.server_update(problem, state, mean, rnd)
     return state, (up, down), stopped
