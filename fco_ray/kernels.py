@@ -188,3 +188,16 @@ def soft_threshold(x, tau):
         v = x[i]
         out[i] = v - min(max(v, -tau), tau)
     return out
+
+
+@njit(cache=True)
+def soft_threshold_rows(x, tau):
+    """`soft_threshold` with one threshold per row of a 2-D array (a fused group's stacked
+    rows): out[r, i] = x[r, i] - clip(x[r, i], -tau[r], tau[r]), one pass."""
+    out = np.empty_like(x)
+    for r in range(x.shape[0]):
+        t = tau[r]
+        for i in range(x.shape[1]):
+            v = x[r, i]
+            out[r, i] = v - min(max(v, -t), t)
+    return out

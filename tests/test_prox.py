@@ -328,3 +328,12 @@ def test_float32_is_kept_and_input_untouched(name, rng):
     before = x.copy()
     assert fn(x).dtype == np.float32
     np.testing.assert_array_equal(x, before)
+
+
+def test_soft_threshold_with_a_threshold_per_row_equals_the_clip_form():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(5, 3, 4))
+    tau = np.abs(rng.normal(size=5)).reshape(5, 1, 1)
+    expected = x - np.clip(x, -tau, tau)
+    np.testing.assert_array_equal(P.soft_threshold(x, tau), expected)
+    np.testing.assert_array_equal(P.soft_threshold(x[:, 0], tau[:, :, 0]), expected[:, 0])

@@ -187,3 +187,12 @@ def test_search_axes_apply_only_to_the_algorithms_that_have_them(tmp_path):
 def test_an_algorithm_that_does_not_fit_the_problem_is_rejected(tmp_path):
     with pytest.raises(ConfigError, match="algorithm 'feddualex' does not fit problem 'lasso'"):
         load_sweep(write_sweep(tmp_path, algorithms=["feddualex"]))
+
+
+def test_a_sweep_file_sets_the_divergence_bound(tmp_path):
+    sweep = load_sweep(write_sweep(tmp_path, divergence=50.0))
+    point = next(sweep.points())
+    assert sweep.run_config(point).divergence == 50.0
+    assert load_sweep(write_sweep(tmp_path)).run_config(point).divergence == 1e3
+    with pytest.raises(ConfigError, match="divergence"):
+        load_sweep(write_sweep(tmp_path, divergence=0.5))

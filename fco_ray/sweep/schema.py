@@ -130,6 +130,7 @@ class SweepFile(_Strict):
     seeds: list[int] = Field([0], min_length=1)
     rounds: int = Field(100, ge=1)
     eval_every: int = Field(10, ge=1)
+    divergence: float | None = RunConfig.model_fields["divergence"].default  # checked per trial
     backend: dict[str, Any] = {"name": "local"}
     tune: TuneSettings = TuneSettings()
     tracking: SweepTracking = SweepTracking()
@@ -309,6 +310,7 @@ class Sweep:
         config = {"problem": copy.deepcopy(spec.problem),
                   "algorithm": dict(self.algorithms()[point["algorithm.name"]]),
                   "rounds": spec.rounds, "eval_every": spec.eval_every, "seed": point["seed"],
+                  "divergence": spec.divergence,
                   "backend": copy.deepcopy(spec.backend)}
         for key, value in point.items():
             if key not in FIXED_POINT_KEYS:
