@@ -190,7 +190,7 @@ def soft_threshold(x, tau):
     return out
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def soft_threshold_rows(x, tau):
     """`soft_threshold` with one threshold per row of a 2-D array (a fused group's stacked
     rows): out[r, i] = x[r, i] - clip(x[r, i], -tau[r], tau[r]), one pass."""

@@ -18,7 +18,7 @@ affine with constant coefficients, u <- (1 - c) u - b, so m skipped steps are ap
 u_m = (1 - c)^m u - b (1 - (1 - c)^m) / c, with (1 - c)^m = 1 + expm1(m log1p(-c)) (accurate
 for the tiny c = h lam of E7).
 
-Compiled on first use and cached next to this file (`cache=True`), like `fco_ray.kernels`.
+Compiled on first use and cached on disk where that is possible (`kernels.CACHE`), like `fco_ray.kernels`.
 Tests: tests/test_svrg.py (against per-sample dense reference loops and the formulas).
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .kernels import GOLDEN, _mix, key_prefix
+from .kernels import CACHE, GOLDEN, _mix, key_prefix
 
 POSITION_BITS = 24  # samples per node < 2^24: node id and position share one 64-bit key id
 _S11, _POS = np.uint64(11), np.uint64(POSITION_BITS)
@@ -36,7 +36,7 @@ _TWO_M53 = 1.0 / 2.0**53
 _U_MAX = 1.0 - 2.0**-53
 
 
-@njit(cache=True, inline="always")
+@njit(cache=CACHE, inline="always")
 def _uniform(prefix, node_id, position):
     """`Key(seed, round, [node_id << 24 | position], step, stream).uniform((1,))`."""
     key_id = (np.uint64(node_id) << _POS) | np.uint64(position)
@@ -44,7 +44,7 @@ def _uniform(prefix, node_id, position):
     return min((np.float64(bits >> _S11) + 0.5) * _TWO_M53, _U_MAX)
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def _order(prefix, node_id, size, steps, replace, out):
     """Node `node_id`'s visiting order into out[:steps]: a uniform random permutation of
     range(size) (stable argsort of keyed uniforms; steps = size), or `steps` draws uniform
@@ -59,13 +59,13 @@ def _order(prefix, node_id, size, steps, replace, out):
         out[:size] = np.argsort(u, kind="mergesort")
 
 
-@njit(cache=True, inline="always")
+@njit(cache=CACHE, inline="always")
 def _dloss(z, y):
     """l'(z) of the logistic loss log(1 + exp(-y z)): -y sigmoid(-y z)."""
     return -y / (1.0 + math.exp(y * z))
 
 
-@njit(cache=True, fastmath={"contract"})
+@njit(cache=CACHE, fastmath={"contract"})
 def gradient_sum(data, indices, indptr, y, offsets, nodes, coef, w, out):
     """out += sum over nodes k of coef[k] sum_{i in k} l'_i(<x_i, w>) x_i."""
     for t in range(nodes.size):
@@ -84,7 +84,7 @@ def gradient_sum(data, indices, indptr, y, offsets, nodes, coef, w, out):
 _U, _ANCHOR, _HD, _HDC, _C, _LOG, _HS, _LAST = range(8)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=CACHE, inline="always")
 def _catch_up(state, j, steps):
     """Apply `steps` skipped steps u <- (1 - c) u - h drift to feature j at once:
     u <- (1 - c)^m u - (h drift / c)(1 - (1 - c)^m), (1 - c)^m = 1 + expm1(m log1p(-c))."""
@@ -95,7 +95,7 @@ def _catch_up(state, j, steps):
         state[j, _U] = (1.0 + e) * state[j, _U] + state[j, _HDC] * e
 
 
-@njit(cache=True, fastmath={"contract"})
+@njit(cache=CACHE, fastmath={"contract"})
 def svrg_passes(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream, replace,
                 steps, h, coef, lam, mu, eta, passes, w, g, out):
     """Local SVRG-type passes of every node; out += sum_k coef[k] (w_k - w) on the supports,
@@ -199,7 +199,7 @@ def svrg_passes(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd,
     return total_alpha
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def sdca_step(b, yz, q, tol=1e-12, max_iter=200):
     """Exact SDCA coordinate step for the logistic loss.
 
@@ -233,7 +233,7 @@ def sdca_step(b, yz, q, tol=1e-12, max_iter=200):
     return 1.0 / (1.0 + math.exp(-t))
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def sdca_steps(b, yz, q):
     """`sdca_step` elementwise (for tests and vectorized callers)."""
     out = np.empty(b.size)
@@ -242,7 +242,7 @@ def sdca_steps(b, yz, q):
     return out
 
 
-@njit(cache=True, fastmath={"contract"})
+@njit(cache=CACHE, fastmath={"contract"})
 def sdca_passes(data, indices, indptr, y, offsets, nodes, ids, seed, rnd, stream, passes, scale,
                 b, b_start, coef, w, out):
     """CoCoA+'s local SDCA (logistic loss): node k runs `passes` passes over keyed random
@@ -290,7 +290,7 @@ def sdca_passes(data, indices, indptr, y, offsets, nodes, ids, seed, rnd, stream
             out[j] += coef[t] * (v[j] - w[j])
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def sparsity_scalings(indices, indptr, offsets, d):
     """FSVRG's s_k^j = (n^j n_k) / (n n_k^j) at every stored nonzero, and omega^j, from the
     nonzero pattern: n^j samples with feature j, n_k^j those on node k (the nonzero's node),
@@ -305,7 +305,7 @@ def sparsity_scalings(indices, indptr, offsets, d):
     return s, omega
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def sparsity_counts(indices, indptr, offsets, d):
     """FSVRG's counts from the nonzero pattern, one pass per node: n^j (samples with feature
     j), n_k^j at every stored nonzero (samples of its node with that feature) and omega^j
@@ -333,7 +333,7 @@ def sparsity_counts(indices, indptr, offsets, d):
     return n_j, n_kj, omega
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
     """CSR rows of unit-L2-norm term counts, one row per document (the E7 generator).
 
