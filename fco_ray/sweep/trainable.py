@@ -30,7 +30,7 @@ from ray import tune
 
 from ..algorithms import ALGORITHMS
 from ..artifacts import trial_artifacts
-from ..checkpoint import Snapshot, load_snapshot, save_snapshot
+from ..checkpoint import FILE as SNAPSHOT_FILE, Snapshot, load_snapshot, save_snapshot
 from ..grid import run_group
 from ..backends.ray_backend import STRATEGIES
 from ..config import BackendConfig
@@ -153,6 +153,8 @@ def _restored() -> Snapshot | None:
     if checkpoint is None:
         return None
     with checkpoint.as_directory() as folder:
+        if not (Path(folder) / SNAPSHOT_FILE).is_file():
+            return None  # the final checkpoint (a finished trial's artifacts): run it again
         return load_snapshot(folder)
 
 
