@@ -38,7 +38,7 @@ def available_bytes() -> int:
         import psutil
 
         free = int(psutil.virtual_memory().available)
-    except ImportError:  # psutil comes with Ray; /proc/meminfo on Linux otherwise
+    except ImportError:  # psutil is optional: /proc/meminfo on Linux otherwise
         meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
         free = int(meminfo["MemAvailable"].split()[0]) * 1024
     room = _cgroup_room()

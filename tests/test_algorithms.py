@@ -1,4 +1,4 @@
-"""The algebraic facts of ALGORITHMS.md, checked against plain per-client reference loops."""
+"""The algebraic facts of the update rules (the algorithms' docstrings), checked against plain per-client reference loops."""
 import numpy as np
 import pytest
 

@@ -288,7 +288,7 @@ def ref_primal(p, z0, rounds, lr, slr, steps, seed, kind):
 
 
 def ref_composite(p, z0, rounds, lr, slr, steps, seed, kind):
-    """FedDualAvg / FedMiD (ALGORITHMS.md) driven by the saddle operator, stream BATCH."""
+    """FedDualAvg / FedMiD (fco_ray/algorithms/composite.py) driven by the saddle operator, stream BATCH."""
     from fco_ray.random import BATCH
     z, etat = z0, 0.0
     for r in range(rounds):

@@ -1,4 +1,4 @@
-"""FSVRG and friends (ALGORITHMS.md "Federated SVRG and friends"): the compiled lazy passes
+"""FSVRG and friends (fco_ray/algorithms/svrg.py): the compiled lazy passes
 (fco_ray.kernels_sparse) against plain per-sample dense loops, each algorithm against its
 formulas, the paper's properties, and the E7 claims at reduced scale."""
 import copy

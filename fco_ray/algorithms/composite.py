@@ -1,7 +1,7 @@
 """Federated composite minimization (Yuan, Zaheer, Reddi, ICML'21): FedAvg, FedAvg with
 subgradients, FedMiD, FedMiD-OSP, FedDualAvg, FedDualAvg-OSP, and the local baseline.
 
-See ALGORITHMS.md for the update rules. With psi = 0 all six coincide (tested).
+The update rules are in each class's docstring. With psi = 0 all six coincide (tested).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pydantic import Field
 from ..problems.base import Problem
 from ..random import Key
 from ..tree import axpy, copy, stack, sub
-from .base import Algorithm, FederatedHyper, State
+from .base import Algorithm, FederatedHyper
 
 
 class PrimalAveraging(Algorithm):

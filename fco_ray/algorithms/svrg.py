@@ -1,6 +1,6 @@
 """Federated SVRG and friends (Konecny, McMahan, Ramage, Richtarik 2016): distributed GD,
 naive FSVRG (Alg. 3), FSVRG (Alg. 4), DANE and CoCoA+, on finite-sum problems with per-node
-data (problem kind "nodes", e.g. `sparse_text_logreg`). Exact rules: ALGORITHMS.md.
+data (problem kind "nodes", e.g. `sparse_text_logreg`). The exact rules are in each class's docstring.
 
 Notation: node k holds n_k samples, n = sum_k n_k, f(w) = sum_k (n_k/n) F_k(w),
 f_i(w) = l_i(<x_i, w>) + (lam/2)||w||^2 (logistic l_i). The step size h is `client_lr`.

@@ -22,7 +22,7 @@ from .. import regularizers as R
 from ..tree import Params
 from .base import ClientData, Problem
 
-NONZERO = 1e-4  # |w_i| above this counts as in the support (EXPERIMENTS.md E1)
+NONZERO = 1e-4  # |w_i| above this counts as in the support (the FCO paper's E1 rule)
 RANK_TOL = 1e-4  # singular values above this count towards the rank (E2)
 
 
@@ -103,7 +103,6 @@ class LinearRegression(Problem):
         """F(W, b) = (1/M) sum_m sum_i weight_mi (<x_mi, W> + b - y_mi)^2, without the
         gradient: one pass over the training data instead of the two of `full_loss_grad`
         (every evaluation computes it; same value up to summation order)."""
-        resid = self.predict(params, self.train) - self.train.arrays["y"]
         return self.mse(params, self.train)
 
     def predict(self, params: Params, data: ClientData) -> np.ndarray:
