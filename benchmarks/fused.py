@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 from statistics import median
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

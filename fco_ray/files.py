@@ -28,7 +28,7 @@ def readable_file(path: str | os.PathLike, what: str = "file") -> Path:
     """`path` as a Path if it names an existing regular file this process may read."""
     path = Path(path).expanduser()
     try:
-        st = path.stat()
+        path.stat()
     except FileNotFoundError:
         raise ConfigError(f"{what} not found: {path}") from None
     except OSError as e:  # e.g. a parent directory without search permission

@@ -95,14 +95,6 @@ ON_RAY = [("feddualavg", "lasso"), ("feddualex", "bilinear_l1"), ("fedmid", "mlp
           ("fsvrg", "sparse_text_logreg"), ("cocoa_plus", "sparse_text_logreg")]
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
-
-
 @pytest.mark.ray
 @pytest.mark.parametrize("algorithm, problem", ON_RAY)
 def test_ray_actors_give_the_local_numbers(ray_cluster, algorithm, problem):

@@ -1,6 +1,5 @@
 """Sweeps: Tune trials logged to MLflow (parent + children), values equal to fco_ray.run."""
 import json
-import math
 
 import numpy as np
 import pytest
@@ -28,14 +27,6 @@ def write_sweep(directory, **changes):
     path = directory / f"{sweep['name']}.yaml"
     path.write_text(yaml.safe_dump(sweep))
     return path
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -123,4 +123,4 @@ class Algorithm(abc.ABC):
 
     def init_client_state(self, problem: Problem, rows: np.ndarray) -> list:
         """Initial state of the clients `rows` (one entry each) of a new run."""
-        raise NotImplementedError(f"algorithm {self.name!r} keeps no client state")
+        raise TypeError(f"algorithm {self.name!r} keeps no client state (client_state is False)")
