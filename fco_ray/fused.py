@@ -237,12 +237,13 @@ def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds:
     def record(rnd: int) -> None:
         outputs, extras, stopped = fused.output(problem, state), fused.extra_outputs(problem, state), []
         rows = {}
+        with np.errstate(all="ignore"):
+            evaluated = problem.metrics_stack(outputs, len(active))
+            for suffix, params in extras.items():
+                for metrics, more in zip(evaluated, problem.metrics_stack(params, len(active))):
+                    metrics.update({f"{k}_{suffix}": v for k, v in more.items()})
         for j, i in enumerate(active):
-            with np.errstate(all="ignore"):
-                metrics = problem.metrics(member(outputs, j))
-                for suffix, params in extras.items():
-                    metrics.update({f"{k}_{suffix}": v
-                                    for k, v in problem.metrics(member(params, j)).items()})
+            metrics = evaluated[j]
             loss = metrics.get("train_loss", 0.0)
             if not np.isfinite(loss) or loss > limits[i]:
                 stopped.append(j)

@@ -201,3 +201,63 @@ def soft_threshold_rows(x, tau):
             v = x[r, i]
             out[r, i] = v - min(max(v, -t), t)
     return out
+
+
+@njit(cache=CACHE)
+def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post,
+                        sub_lam):
+    """K composite local steps of linear least-squares models, all in one call:
+
+        u = prox_{pre[k] psi}(w);  g = grad f_batch(u) (+ sub_lam sign(w));
+        w = prox_{post[k] psi}(w - lr g)
+
+    with f = mean over the minibatch of (<x_i, u> + b - y_i)^2 and psi = the l1 norm (the
+    thresholds `pre` / `post` are already multiplied by its weight; 0 is the identity).
+
+    Rows: w (R, P) and b (R,) are updated in place; R = C G, client c owns the G consecutive
+    rows c G .. c G + G - 1 (a fused group's members, or G = 1). Client c (key id ids[c],
+    sizes[c] samples from row offsets[c] of x) draws its minibatch at step k as
+    `sampled_linear_grad` does, once for its G rows; the G models' residuals and gradients
+    on it are two matrix products (BLAS), so a group of G costs far less than G runs.
+    lr: (R,); pre, post: (K, R)."""
+    rows, dim = w.shape
+    clients = ids.size
+    group = rows // clients
+    steps = pre.shape[0]
+    xb = np.empty((batch, dim))
+    yb = np.empty(batch)
+    u = np.empty((group, dim))
+    resid = np.empty((group, batch))
+    for c in range(clients):
+        r0 = c * group
+        for k in range(steps):
+            flat = keyed_integers(seed, rnd, k, stream, ids[c:c + 1], sizes[c:c + 1], batch)
+            for j in range(batch):
+                i = flat[0, j] + offsets[c]
+                xb[j] = x[i]
+                yb[j] = y[i]
+            for g in range(group):
+                t = pre[k, r0 + g]
+                for p in range(dim):
+                    v = w[r0 + g, p]
+                    u[g, p] = v - min(max(v, -t), t)
+            prod = np.dot(u, xb.T)  # (G, B) residuals before the bias
+            for g in range(group):
+                for j in range(batch):
+                    resid[g, j] = (prod[g, j] + b[r0 + g] - yb[j]) / batch
+            gw = np.dot(resid, xb)  # (G, P): half the gradient
+            for g in range(group):
+                r = r0 + g
+                step, t = -lr[r], post[k, r]
+                gb = 0.0
+                for j in range(batch):
+                    gb += resid[g, j]
+                for p in range(dim):
+                    v = w[r, p]
+                    grad = 2.0 * gw[g, p]
+                    if sub_lam != 0.0:
+                        grad = sub_lam * np.sign(v) + grad
+                    v = step * grad + v
+                    w[r, p] = v - min(max(v, -t), t)
+                b[r] = step * (2.0 * gb) + b[r]
+    return w, b

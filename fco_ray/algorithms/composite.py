@@ -35,9 +35,15 @@ class PrimalAveraging(Algorithm):
         return {"w": state["w"]}
 
     def client_update(self, problem: Problem, payload, rows, key: Key):
-        lr, psi = self.hp.client_lr, problem.psi
+        lr, psi, steps = self.hp.client_lr, problem.psi, self.hp.local_steps
         w = stack(payload["w"], len(rows))
-        for k in range(self.hp.local_steps):
+        post = np.full(steps, 0.0) if self.client_step != "prox" else np.repeat(
+            np.asarray(lr, float)[None], steps, axis=0)
+        fast = problem.composite_steps(w, rows, key, self.hp.batch_size, lr, np.zeros(steps), post,
+                                       self.client_step == "subgrad")
+        if fast is not None:
+            return sub(fast, payload["w"])
+        for k in range(steps):
             g = problem.grad(w, rows, key.with_step(k), self.hp.batch_size)
             if self.client_step == "subgrad":
                 g = axpy(1.0, psi.subgradient(w), g)
@@ -108,9 +114,15 @@ class DualAveraging(Algorithm):
         return {"z": state["z"], "etat": state["etat"]}
 
     def client_update(self, problem: Problem, payload, rows, key: Key):
-        lr = self.hp.client_lr
+        lr, steps = self.hp.client_lr, self.hp.local_steps
         z = stack(payload["z"], len(rows))
-        for k in range(self.hp.local_steps):
+        pre = (np.stack([payload["etat"] + lr * k for k in range(steps)]).astype(float)
+               if self.client_prox else np.zeros(steps))
+        fast = problem.composite_steps(z, rows, key, self.hp.batch_size, lr, pre, np.zeros(steps),
+                                       False)
+        if fast is not None:
+            return sub(fast, payload["z"])
+        for k in range(steps):
             w = problem.psi.prox(z, payload["etat"] + lr * k) if self.client_prox else z
             g = problem.grad(w, rows, key.with_step(k), self.hp.batch_size)
             z = axpy(-lr, g, z)

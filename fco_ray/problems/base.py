@@ -103,6 +103,19 @@ class Problem(abc.ABC):
         """Stochastic gradient (or operator) of clients `rows` at their stacked `params`."""
         return self.loss_and_grad(params, self.minibatch(rows, key, batch_size))[1]
 
+    def composite_steps(self, params: Params, rows: np.ndarray, key: Key, batch_size: int | None,
+                        lr, pre: np.ndarray, post: np.ndarray, subgradient: bool) -> Params | None:
+        """Optional compiled local loop of the composite family (fco_ray.algorithms.composite):
+        for k < K = len(pre), on the stacked `params` of clients `rows`,
+
+            u = prox_{pre[k] psi}(x);  g = grad(u) (+ a subgradient of psi at x if `subgradient`);
+            x = prox_{post[k] psi}(x - lr g)
+
+        (`lr` a number or one per row; `pre`, `post` of shape (K,) or (K, rows); a zero step
+        is the identity). Returns the final x, or None where the problem has no such loop
+        (then the algorithm runs its steps one by one: the same numbers up to rounding)."""
+        return None
+
     def full_loss_grad(self, params: Params, data: ClientData | None = None) -> tuple[float, Params]:
         """F and grad F at an unbatched model over all training clients (uniform client mean)."""
         data = self.train if data is None else data
@@ -129,3 +142,10 @@ class Problem(abc.ABC):
             out = {"train_loss": self.objective(params)}
             out.update(self.evaluate(params))
         return out
+
+    def metrics_stack(self, stacked: Params, count: int) -> list[dict[str, float]]:
+        """`metrics` of `count` models stacked on a leading axis (a fused group's members),
+        one dict per model. Default: one by one; a problem whose metrics are passes over its
+        data overrides this with one pass for all of them."""
+        return [self.metrics({k: v[g] if np.ndim(v) else v for k, v in stacked.items()})
+                for g in range(count)]

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import kernels
 from .. import regularizers as R
+from ..random import BATCH
 from ..tree import Params
 from .base import ClientData, Problem
 
@@ -58,6 +59,34 @@ class LinearRegression(Problem):
         gw *= 2.0
         gb *= 2.0
         return {"w": gw.reshape((c,) + self.shapes["w"]), "b": gb}
+
+    def composite_steps(self, params: Params, rows, key, batch_size, lr, pre, post, subgradient):
+        """The composite family's K local steps in one compiled call per block of clients
+        (`kernels.least_squares_steps`) where psi is an l1 penalty (or zero) on `w` alone
+        and the steps use minibatches; a fused group's members share each minibatch. Same
+        numbers as the step-by-step loop up to rounding (tests/test_fused.py)."""
+        lam = _l1_weight(self.psi)
+        if batch_size is None or lam is None:
+            return None
+        rows = np.asarray(rows)
+        ids = np.asarray(key.client_ids, dtype=np.uint64).reshape(-1)
+        if len(ids) != len(rows):  # the kernel does not check bounds
+            raise ValueError(f"key has {len(ids)} client ids for {len(rows)} rows")
+        group = _run_length(ids, rows)
+        sizes, offsets = self.row_ranges(rows[::group])
+        n = len(rows)
+        steps = len(pre)
+        w = np.array(params["w"], dtype=float).reshape(n, -1)
+        b = np.array(params["b"], dtype=float).reshape(n)
+        # thresholds t lam, as the prox computes them; (K,) or (K, rows) -> (K, rows)
+        thresholds = [np.ascontiguousarray(np.broadcast_to(
+            np.asarray(t, float).reshape(steps, -1) * lam, (steps, n))) for t in (pre, post)]
+        kernels.least_squares_steps(
+            self._x_rows, self.train.arrays["y"].reshape(-1), key.seed, key.round, BATCH,
+            ids[::group], sizes, offsets, batch_size, w, b,
+            np.ascontiguousarray(np.broadcast_to(np.asarray(lr, float), (n,))), *thresholds,
+            lam if subgradient else 0.0)
+        return {"w": w.reshape((n,) + self.shapes["w"]), "b": b}
 
     def _group_grad(self, params: Params, key, ids, sizes, offsets, batch_size: int, group: int):
         """The half-squared-error gradients of G = `group` models per client on the client's
@@ -117,15 +146,59 @@ class LinearRegression(Problem):
         out = {}
         if self.val is not None:
             out["val_mse"] = self.mse(params, self.val)
-        truth = self.info.get("w_true")
-        w = params["w"]
-        if len(self.shapes["w"]) == 1:
-            out.update(support_metrics(w, truth))
-        else:
-            out["rank"] = float(np.sum(np.linalg.svd(w, compute_uv=False) > RANK_TOL))
-            if truth is not None:
-                out["recovery_error"] = float(np.linalg.norm(w - truth))
+        out.update(self._model_metrics(params["w"]))
         return out
+
+    def _model_metrics(self, w: np.ndarray) -> dict[str, float]:
+        """Support metrics (E1) or rank and recovery error (E2) of one model's weights."""
+        truth = self.info.get("w_true")
+        if len(self.shapes["w"]) == 1:
+            return support_metrics(w, truth)
+        out = {"rank": float(np.sum(np.linalg.svd(w, compute_uv=False) > RANK_TOL))}
+        if truth is not None:
+            out["recovery_error"] = float(np.linalg.norm(w - truth))
+        return out
+
+    def metrics_stack(self, stacked: Params, count: int) -> list[dict[str, float]]:
+        """`metrics` of G stacked models with one pass over the training (and validation)
+        data for all of them: predictions X W^T for G models as one matrix product instead
+        of G passes over the samples. Same values as `metrics` up to summation order."""
+        w = np.asarray(stacked["w"], dtype=float).reshape(count, -1)
+        b = np.broadcast_to(np.asarray(stacked["b"], dtype=float), (count,))
+        with np.errstate(all="ignore"):
+            train = self._mse_stack(w, b, self.train)
+            val = self._mse_stack(w, b, self.val) if self.val is not None else None
+            out = []
+            for g in range(count):
+                params = {"w": w[g].reshape(self.shapes["w"]), "b": b[g]}
+                row = {"train_loss": train[g] + float(self.psi.value(params))}
+                if val is not None:
+                    row["val_mse"] = val[g]
+                row.update(self._model_metrics(params["w"]))
+                out.append(row)
+        return out
+
+    def _mse_stack(self, w: np.ndarray, b: np.ndarray, data: ClientData) -> np.ndarray:
+        """`mse` of the G models (w: (G, P), b: (G,)) on `data`: shape (G,)."""
+        x = data.arrays["x"].reshape(-1, w.shape[1])
+        resid = x @ w.T
+        resid += b
+        resid -= data.arrays["y"].reshape(-1, 1)
+        weights = data.full_weights().reshape(1, -1)
+        return (weights @ resid**2).reshape(-1) / data.num_clients
+
+
+def _l1_weight(psi) -> float | None:
+    """lam if psi is lam ||w||_1 (or zero) on the block `w` and nothing else, else None."""
+    regs = getattr(psi, "regs", None)
+    if regs is None or set(regs) - {"w"}:
+        return None
+    reg = regs.get("w")
+    if reg is None or (reg.penalty is None and reg.constraint is None):
+        return 0.0
+    if reg.penalty == "l1" and reg.constraint is None:
+        return float(reg.lam)
+    return None
 
 
 def _run_length(ids: np.ndarray, rows: np.ndarray) -> int:
