@@ -35,7 +35,7 @@ from .checkpoint import Snapshot
 from .engine import INIT_TAG, NUMERICAL_FAILURES, RunResult, exchange
 from .problems.base import Problem
 from .random import Key, generator
-from .tree import PerRow, all_finite
+from .tree import PerRow
 
 
 def varying_fields(hps: list) -> list[str]:
@@ -82,6 +82,20 @@ def member(tree, g: int):
     if isinstance(tree, dict):
         return {k: member(v, g) for k, v in tree.items()}
     return tree[g] if isinstance(tree, np.ndarray) and tree.ndim else tree
+
+
+def finite_members(tree, count: int) -> np.ndarray:
+    """(count,) bools: whether every value of each member of a stacked tree is finite (a
+    number shared by all members counts for each)."""
+    ok = np.ones(count, bool)
+    for v in (tree.values() if isinstance(tree, dict) else [tree]):
+        if isinstance(v, dict):
+            ok &= finite_members(v, count)
+        elif isinstance(v, np.ndarray) and v.ndim:
+            ok &= np.isfinite(v.reshape(count, -1)).all(axis=1)
+        else:
+            ok &= bool(np.all(np.isfinite(v)))
+    return ok
 
 
 def _rows(payload: dict, clients: int, g: int) -> dict:
@@ -178,7 +192,7 @@ def _round(problem: Problem, fused: Fused, state, backend, seed: int, rnd: int):
     live = list(range(fused.size))
     for _ in range(fused.exchanges_per_round):
         payload = fused.broadcast(state)
-        bad = [j for j in range(len(live)) if not all_finite(member(payload, j))]
+        bad = list(np.flatnonzero(~finite_members(payload, len(live))))
         if bad:
             stopped += [live[j] for j in bad]
             keep = [j for j in range(len(live)) if j not in bad]

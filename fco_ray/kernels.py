@@ -252,12 +252,14 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
                 gb = 0.0
                 for j in range(batch):
                     gb += resid[g, j]
-                for p in range(dim):
-                    v = w[r, p]
-                    grad = 2.0 * gw[g, p]
-                    if sub_lam != 0.0:
-                        grad = sub_lam * np.sign(v) + grad
-                    v = step * grad + v
-                    w[r, p] = v - min(max(v, -t), t)
+                if sub_lam != 0.0:  # subgradient steps: lam sign(w) added to the gradient
+                    for p in range(dim):
+                        v = w[r, p]
+                        v = step * (sub_lam * np.sign(v) + 2.0 * gw[g, p]) + v
+                        w[r, p] = v - min(max(v, -t), t)
+                else:
+                    for p in range(dim):
+                        v = step * (2.0 * gw[g, p]) + w[r, p]
+                        w[r, p] = v - min(max(v, -t), t)
                 b[r] = step * (2.0 * gb) + b[r]
     return w, b

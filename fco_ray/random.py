@@ -41,9 +41,23 @@ class Key:
                                   math.prod(shape))
         return bits.reshape(ids.shape + tuple(shape))
 
+    def _once_per_client(self, draw, shape: tuple[int, ...]) -> np.ndarray | None:
+        """draw(key, shape) for the distinct clients only, repeated, when the ids come in runs
+        of G equal ids (a fused group's G rows per client: equal ids draw equal numbers, so
+        G - 1 of every G draws would be repeats); None otherwise."""
+        ids = np.asarray(self.client_ids)
+        copies = repeats(ids.reshape(-1)) if ids.ndim == 1 else 1
+        if copies == 1:
+            return None
+        once = draw(Key(self.seed, self.round, ids[::copies], self.step, self.stream), shape)
+        return np.repeat(once, copies, axis=0)
+
     def uniform(self, shape: tuple[int, ...]) -> np.ndarray:
         """Uniform floats in the open interval (0, 1): ((bits >> 11) + 1/2) / 2^53, at most
         1 - 2^-53 (the largest bits would round to 1.0: a tie broken to even)."""
+        repeated = self._once_per_client(Key.uniform, shape)
+        if repeated is not None:
+            return repeated
         bits = self._bits(shape)
         bits >>= np.uint64(11)
         u = bits.astype(np.float64)
@@ -62,7 +76,20 @@ class Key:
 
     def normal(self, shape: tuple[int, ...]) -> np.ndarray:
         """Standard normal floats of shape (clients, *shape) by inverse-CDF transform."""
-        return ndtri(self.uniform(shape))
+        repeated = self._once_per_client(Key.normal, shape)
+        return repeated if repeated is not None else ndtri(self.uniform(shape))
+
+
+def repeats(ids: np.ndarray) -> int:
+    """G if `ids` comes in runs of G equal ids (the stacked rows of a fused group, see
+    fco_ray.fused: G members per client), else 1. Rows with equal ids draw equal numbers."""
+    n = len(ids)
+    if n < 2 or ids[0] != ids[1]:
+        return 1
+    group = int(np.argmax(ids != ids[0])) or n
+    if n % group or np.any(ids.reshape(-1, group) != ids[::group, None]):
+        return 1
+    return group
 
 
 def sample_clients(seed: int, rnd: int, num_clients: int, per_round: int) -> np.ndarray:

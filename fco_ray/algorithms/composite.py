@@ -16,6 +16,13 @@ from ..tree import axpy, copy, stack, sub
 from .base import Algorithm, FederatedHyper
 
 
+def difference(final: dict, start: dict) -> dict:
+    """final - start blockwise, in place in `final` (a client's own fresh arrays)."""
+    for k in final:
+        final[k] -= start[k]
+    return final
+
+
 class PrimalAveraging(Algorithm):
     """Clients run K steps on the primal model; the server averages the model deltas.
 
@@ -42,7 +49,7 @@ class PrimalAveraging(Algorithm):
         fast = problem.composite_steps(w, rows, key, self.hp.batch_size, lr, np.zeros(steps), post,
                                        self.client_step == "subgrad")
         if fast is not None:
-            return sub(fast, payload["w"])
+            return difference(fast, payload["w"])
         for k in range(steps):
             g = problem.grad(w, rows, key.with_step(k), self.hp.batch_size)
             if self.client_step == "subgrad":
@@ -121,7 +128,7 @@ class DualAveraging(Algorithm):
         fast = problem.composite_steps(z, rows, key, self.hp.batch_size, lr, pre, np.zeros(steps),
                                        False)
         if fast is not None:
-            return sub(fast, payload["z"])
+            return difference(fast, payload["z"])
         for k in range(steps):
             w = problem.psi.prox(z, payload["etat"] + lr * k) if self.client_prox else z
             g = problem.grad(w, rows, key.with_step(k), self.hp.batch_size)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -21,13 +22,15 @@ def block_size(algorithm, problem) -> int:
     """Clients per block: BLOCK_BYTES / (batch_size x bytes of one sample), at least MIN_BLOCK.
     A `presummed` algorithm streams its clients itself: one block. A fused group
     (`rows_per_client` = G) reads each client's minibatch once for its G rows and keeps G
-    models per client (counted as G more samples: a model is about a sample's size)."""
+    models per client: they count too."""
     train = problem.train
     if algorithm.presummed:
         return max(1, train.num_clients)
     batch = getattr(algorithm.hp, "batch_size", None) or train.max_samples
     group = getattr(algorithm, "rows_per_client", 1)
-    per_client = (batch + (group if group > 1 else 0)) * train.bytes_per_sample
+    per_client = batch * train.bytes_per_sample
+    if group > 1:
+        per_client += group * 8 * sum(math.prod(s) for s in problem.shapes.values())
     return max(1 if per_client * MIN_BLOCK > BLOCK_BYTES else MIN_BLOCK,
                int(BLOCK_BYTES // max(1, per_client)))
 

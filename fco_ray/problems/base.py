@@ -112,7 +112,8 @@ class Problem(abc.ABC):
             x = prox_{post[k] psi}(x - lr g)
 
         (`lr` a number or one per row; `pre`, `post` of shape (K,) or (K, rows); a zero step
-        is the identity). Returns the final x, or None where the problem has no such loop
+        is the identity). `params` is the caller's own copy: it may be updated in place.
+        Returns the final x, or None where the problem has no such loop
         (then the algorithm runs its steps one by one: the same numbers up to rounding)."""
         return None
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import kernels
 from .. import regularizers as R
-from ..random import BATCH
+from ..random import BATCH, repeats
 from ..tree import Params
 from .base import ClientData, Problem
 
@@ -76,8 +76,8 @@ class LinearRegression(Problem):
         sizes, offsets = self.row_ranges(rows[::group])
         n = len(rows)
         steps = len(pre)
-        w = np.array(params["w"], dtype=float).reshape(n, -1)
-        b = np.array(params["b"], dtype=float).reshape(n)
+        w = np.ascontiguousarray(params["w"], dtype=float).reshape(n, -1)  # updated in place
+        b = np.ascontiguousarray(params["b"], dtype=float).reshape(n)
         # thresholds t lam, as the prox computes them; (K,) or (K, rows) -> (K, rows)
         thresholds = [np.ascontiguousarray(np.broadcast_to(
             np.asarray(t, float).reshape(steps, -1) * lam, (steps, n))) for t in (pre, post)]
@@ -204,12 +204,8 @@ def _l1_weight(psi) -> float | None:
 def _run_length(ids: np.ndarray, rows: np.ndarray) -> int:
     """G if the stacked clients come in runs of G copies of one client (same id, same data
     row: a fused group, see fco_ray.fused), else 1. Copies draw the same minibatch."""
-    n = len(ids)
-    if n < 2 or ids[0] != ids[1]:
-        return 1
-    group = int(np.argmax(ids != ids[0])) or n
-    if n % group or np.any(ids.reshape(-1, group) != ids[::group, None]) \
-            or np.any(rows.reshape(-1, group) != rows[::group, None]):
+    group = repeats(ids)
+    if group > 1 and np.any(rows.reshape(-1, group) != rows[::group, None]):
         return 1
     return group
 
