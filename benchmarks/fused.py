@@ -18,6 +18,7 @@ Nothing is asserted; the results file records the command, the machine's load an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -38,6 +39,10 @@ from fco_ray.config import parse_run  # noqa: E402
 from fco_ray.engine import run_rounds  # noqa: E402
 from fco_ray.fused import run_fused  # noqa: E402
 from fco_ray.problems import build_problem  # noqa: E402
+from fco_ray.algorithms.composite import DualAveraging, PrimalAveraging  # noqa: E402
+from fco_ray.random import Key  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 PAPER_RATES = [{"client_lr": c, "server_lr": s}
                for c in (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4)
@@ -46,6 +51,7 @@ E5_RATES = [{"client_lr": c, "server_lr": s}
             for c in (1, .3, .1, .03, .01, .003, .001) for s in (1, .3, .1, .03, .01)]
 CASES = {
     "E1 lasso, FedDualAvg": ({"name": "lasso"}, "feddualavg", {}, PAPER_RATES),
+    "E1 lasso, FedMiD (35 pairs)": ({"name": "lasso"}, "fedmid", {}, PAPER_RATES[:35]),
     "E2 lowrank, FedDualAvg": ({"name": "lowrank"}, "feddualavg", {}, PAPER_RATES),
     "E5 bilinear_l1 K=10, FeDualEx": ({"name": "bilinear_l1"}, "feddualex",
                                       {"local_steps": 10, "clients_per_round": None,
@@ -57,38 +63,81 @@ def load() -> str:
     return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def timed(fn) -> tuple[float, float]:
+    """(wall, CPU) seconds of fn(): CPU time of this process (all its threads) is less
+    sensitive to the other jobs of a shared machine than wall time."""
+    t, c = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t, time.process_time() - c
+
+
 def per_round(rounds: int, repeats: int) -> list[str]:
-    lines = ["| case | G | one configuration, ms/round (min / median) | fused group, ms/round "
-             "(min / median) | group cost in single rounds | configurations x rounds per s, "
-             "fused / unfused |", "|---|---|---|---|---|---|"]
+    """For each case: one configuration and the fused group, with the composite family's
+    compiled local loop (the default) and without it (the algorithm's Python steps, as
+    before the loop existed; only where the loop applies), interleaved so all see the same
+    load. Times per round (evaluations every 20 rounds, as the E1 and E2 sweeps, and at
+    round 0): wall min / median, and CPU median."""
+    lines = ["| case | G | local loop | one configuration, ms/round: wall min / median (CPU) | "
+             "fused group, ms/round: wall min / median (CPU) | group cost in single rounds "
+             "(wall; CPU) | configurations x rounds per s, fused / unfused |",
+             "|---|---|---|---|---|---|---|"]
     for name, (problem_section, algorithm, fixed, grid) in CASES.items():
         cfgs = [parse_run({"problem": problem_section, "algorithm": {"name": algorithm, **fixed, **g}})
                 for g in grid]
         problem = build_problem(cfgs[0].problem, 0)
         backend = LocalBackend(problem)
         algorithms = [ALGORITHMS[algorithm](c.algorithm) for c in cfgs]
-        single, fused = [], []
         # a stable member (the smallest rates) times the single run: a diverged run stops early
         stable = min(range(len(grid)), key=lambda i: grid[i]["client_lr"] * grid[i]["server_lr"])
-        run_rounds(problem, algorithms[stable], backend, rounds=2, eval_every=2, seed=0)
-        run_fused(problem, algorithms, backend, rounds=2, eval_every=2, seed=0)
-        for _ in range(repeats):
-            t = time.perf_counter()
-            run_rounds(problem, algorithms[stable], backend, rounds=rounds, eval_every=rounds, seed=0,
-                       divergence=None)
-            single.append((time.perf_counter() - t) / rounds)
-            t = time.perf_counter()
-            results = run_fused(problem, algorithms, backend, rounds=rounds, eval_every=rounds,
-                                seed=0, divergence=None)
-            fused.append((time.perf_counter() - t) / rounds)
+        loops = ["compiled", "Python steps"] if uses_compiled_loop(problem, algorithms[0]) else ["-"]
+        times = {loop: {"single": [], "fused": []} for loop in loops}
+        results = None
+        every = min(20, rounds)  # E1-E2 sweeps evaluate every 20 rounds
+        for rep in range(repeats + 1):  # the first repeat warms up (compilation, caches)
+            for loop in loops:
+                with python_steps(problem, loop == "Python steps"):
+                    one = timed(lambda: run_rounds(problem, algorithms[stable], backend, rounds=rounds,
+                                                   eval_every=every, seed=0, divergence=None))
+                    group = timed(lambda: run_fused(problem, algorithms, backend, rounds=rounds,
+                                                    eval_every=every, seed=0, divergence=None))
+                if rep:
+                    times[loop]["single"].append([t / rounds for t in one])
+                    times[loop]["fused"].append([t / rounds for t in group])
+        results = run_fused(problem, algorithms, backend, rounds=2, eval_every=2, seed=0,
+                            divergence=None)
         g = len(algorithms)
         alive = sum(r.status == "finished" for r in results)
-        lines.append(f"| {name} | {g} ({alive} finished) | {min(single) * 1e3:.2f} / "
-                     f"{median(single) * 1e3:.2f} | {min(fused) * 1e3:.2f} / {median(fused) * 1e3:.2f} "
-                     f"| {median(fused) / median(single):.1f} | "
-                     f"{g * median(single) / median(fused):.1f}x |")
-        print(lines[-1], flush=True)
+        for loop in loops:
+            single, fused = np.array(times[loop]["single"]), np.array(times[loop]["fused"])
+            ws, wf = np.median(single[:, 0]), np.median(fused[:, 0])
+            cs, cf = np.median(single[:, 1]), np.median(fused[:, 1])
+            lines.append(f"| {name} | {g} ({alive} finished) | {loop} | {single[:, 0].min() * 1e3:.2f} / "
+                         f"{ws * 1e3:.2f} ({cs * 1e3:.2f}) | {fused[:, 0].min() * 1e3:.2f} / "
+                         f"{wf * 1e3:.2f} ({cf * 1e3:.2f}) | {wf / ws:.1f}; {cf / cs:.1f} | "
+                         f"{g * ws / wf:.1f}x |")
+            print(lines[-1], flush=True)
     return lines
+
+
+def uses_compiled_loop(problem, algorithm) -> bool:
+    """Whether the composite family's compiled local loop runs this case."""
+    params = {k: np.zeros((1,) + s) for k, s in problem.shapes.items()}
+    return isinstance(algorithm, (PrimalAveraging, DualAveraging)) and problem.composite_steps(
+        params, np.array([0]), Key(0, 0, np.array([0])), algorithm.hp.batch_size, 0.0,
+        np.zeros(1), np.zeros(1), False) is not None
+
+
+@contextlib.contextmanager
+def python_steps(problem, on: bool):
+    """Without the compiled local loop (the algorithm's own steps), if `on`."""
+    if not on:
+        yield
+        return
+    problem.composite_steps = lambda *a, **k: None  # an instance attribute: this problem only
+    try:
+        yield
+    finally:
+        del problem.composite_steps
 
 
 def sweep(path: str, rounds: int) -> list[str]:

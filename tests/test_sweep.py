@@ -137,6 +137,35 @@ def test_random_search_and_asha_settings(tmp_path):
     assert config.num_samples == 3
 
 
+def test_a_fused_random_search_draws_its_points_once_and_groups_them(tmp_path):
+    """With tune.fuse (the default) and no ASHA, a random search's points are drawn by the
+    sweep from search.seed (each draw crossed with the grid and shared by the seeds) and
+    fused like grid points; Tune then runs each group once."""
+    search = {"grid": {"algorithm.server_lr": [1.0, 0.3]},
+              "random": {"algorithm.client_lr": {"loguniform": [1e-4, 1e-2]}}, "samples": 3,
+              "seed": 7}
+    path = write_sweep(tmp_path, search=search, seeds=[0, 1])
+    sweep = load_sweep(path)
+    assert sweep.fused
+    points = list(sweep.drawn_points())
+    assert len(points) == sweep.num_trials() == 2 * 2 * 2 * 3  # algorithms x seeds x grid x samples
+    groups = sweep.groups()
+    assert sorted(json.dumps(p, sort_keys=True) for g in groups for p in g) == \
+        sorted(json.dumps(p, sort_keys=True) for p in points)
+    assert len(groups) == 2 * 2  # one group per algorithm and seed: 2 server rates x 3 draws
+    assert tune_config(sweep).num_samples == 1
+    rates = {(p["algorithm.name"], p["seed"]): sorted({p["algorithm.client_lr"] for p in points
+                                                       if p["algorithm.name"] == name})
+             for name in ("fedmid", "feddualavg") for p in points if p["algorithm.name"] == name}
+    for (name, _), drawn in rates.items():
+        assert len(drawn) == 3 and all(1e-4 <= r <= 1e-2 for r in drawn)
+        assert drawn == rates[name, 0]  # the same draws on every seed
+    assert rates["fedmid", 0] != rates["feddualavg", 0]  # each algorithm its own draws
+    assert list(load_sweep(path).drawn_points()) == points  # reproducible from search.seed
+    other = write_sweep(tmp_path / "..", search={**search, "seed": 8}, name="other", seeds=[0, 1])
+    assert list(load_sweep(other).drawn_points()) != points
+
+
 @pytest.mark.parametrize("search, message", [
     ({"random": {"algorithm.client_lr": {"loguniform": [0, 1]}}}, "loguniform needs low > 0"),
     ({"random": {"algorithm.client_lr": {"loguniform": [1e-2, 1e-4]}}}, "needs low < high"),

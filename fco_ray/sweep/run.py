@@ -167,7 +167,7 @@ def tune_config(sweep: Sweep) -> tune.TuneConfig:
             reduction_factor=settings.reduction_factor)
     return tune.TuneConfig(
         metric=settings.metric, mode=settings.mode, scheduler=scheduler,
-        num_samples=sweep.spec.search.samples,
+        num_samples=1 if sweep.fused else sweep.spec.search.samples,  # fused: points drawn already
         # Tune ignores max_concurrent_trials when a search_alg is given: the generator limits it
         search_alg=BasicVariantGenerator(random_state=sweep.spec.search.seed,
                                          max_concurrent=settings.max_concurrent or 0),

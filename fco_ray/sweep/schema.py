@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -68,6 +69,15 @@ class Distribution(_Strict):
         if self.uniform:
             return tune.uniform(*self.uniform)
         return tune.choice(self.choice)
+
+    def draw(self, rng: np.random.Generator):
+        """One sample (a fused sweep draws its random points itself, see `Sweep.drawn_points`)."""
+        if self.loguniform:
+            low, high = np.log(self.loguniform)
+            return float(np.exp(rng.uniform(low, high)))
+        if self.uniform:
+            return float(rng.uniform(*self.uniform))
+        return self.choice[int(rng.integers(len(self.choice)))]
 
     def extremes(self) -> list:
         """The values that bound what a sample can be (validated before the sweep starts)."""
@@ -247,16 +257,32 @@ class Sweep:
 
     @property
     def fused(self) -> bool:
-        """Whether trials are fused groups: asked for, and possible (a random search draws
-        its points inside Tune, and ASHA stops configurations one by one: both run unfused)."""
+        """Whether trials are fused groups: asked for, and possible (ASHA stops
+        configurations one by one: it runs unfused)."""
         settings = self.spec.tune
-        return settings.fuse and settings.scheduler == "none" and not self.spec.search.random
+        return settings.fuse and settings.scheduler == "none"
+
+    def drawn_points(self):
+        """Every configuration of a fused sweep: the grid points, each crossed with
+        `search.samples` draws of the random axes. The draws come from `search.seed`, one
+        per (sample, algorithm) and shared by its seeds and grid points, so every rate drawn
+        runs on every seed. (An unfused sweep leaves the drawing to Tune.)"""
+        random = self.spec.search.random
+        if not random:
+            yield from self.grid_points()
+            return
+        rng = np.random.default_rng(self.spec.search.seed)
+        draws = {(s, name): {k: d.draw(rng) for k, d in random.items() if _applies(name, k)}
+                 for s in range(self.spec.search.samples) for name in self.algorithms()}
+        for point in self.grid_points():
+            for s in range(self.spec.search.samples):
+                yield {**point, **draws[s, point["algorithm.name"]]}
 
     def groups(self) -> list[list[dict]]:
         """The Tune trials as groups of points: configurations of one fusable algorithm that
         differ only in its real-valued searched hyperparameters share a group (at most
         `tune.fuse_max`); every other point is a group of its own."""
-        points = list(self.grid_points())
+        points = list(self.drawn_points() if self.fused else self.grid_points())
         if not self.fused:
             return [[p] for p in points]
         by_key: dict[str, list[dict]] = {}
