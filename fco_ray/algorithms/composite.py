@@ -2,6 +2,8 @@
 subgradients, FedMiD, FedMiD-OSP, FedDualAvg, FedDualAvg-OSP, and the local baseline.
 
 The update rules are in each class's docstring. With psi = 0 all six coincide (tested).
+A client's K local steps run as written below, or as one compiled loop where the problem
+has one (`Problem.composite_steps`: the linear problems with an l1 penalty, the same numbers).
 """
 from __future__ import annotations
 
@@ -44,8 +46,9 @@ class PrimalAveraging(Algorithm):
     def client_update(self, problem: Problem, payload, rows, key: Key):
         lr, psi, steps = self.hp.client_lr, problem.psi, self.hp.local_steps
         w = stack(payload["w"], len(rows))
-        post = np.full(steps, 0.0) if self.client_step != "prox" else np.repeat(
-            np.asarray(lr, float)[None], steps, axis=0)
+        # the same K steps as one compiled loop where the problem has one (Problem.composite_steps)
+        post = (np.broadcast_to(np.asarray(lr, float), (steps,) + np.shape(lr))
+                if self.client_step == "prox" else np.zeros(steps))
         fast = problem.composite_steps(w, rows, key, self.hp.batch_size, lr, np.zeros(steps), post,
                                        self.client_step == "subgrad")
         if fast is not None:
