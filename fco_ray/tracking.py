@@ -215,6 +215,12 @@ def filter_tags(**tags: str) -> str:
     return " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
 
 
+def _metrics(rows: list[dict], times: list[int]) -> list[Metric]:
+    """MLflow metrics of rows (`round` + metrics, step = round); non-numbers are skipped."""
+    return [Metric(k, float(v), t, int(row["round"])) for row, t in zip(rows, times)
+            for k, v in row.items() if k != "round" and _finite(v)]
+
+
 def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -249,6 +255,45 @@ def _setup_lock(uri: str, timeout: float = 300.0):
         lock.release()
 
 
+#: File systems where SQLite's write-ahead log must not be used (it needs shared memory
+#: between the processes that open the database: https://sqlite.org/wal.html).
+NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "afs", "lustre", "gpfs", "ceph",
+                       "fuse.sshfs", "9p", "beegfs", "glusterfs", "fuse.glusterfs")
+
+
+def write_ahead_log(db: Path) -> None:
+    """Put a local SQLite store in WAL mode (persistent in the file; MLflow's connections and
+    `mlflow ui` then use it too): a sweep's driver commits once per child-run write, and a
+    commit costs one sync of the log instead of the rollback journal's several (MLflow's
+    writes 1.6-3x faster here, benchmarks/results/mlflow_sqlite.md); readers such as the UI
+    no longer block the writer. Left as it is on a network file system, or if the database
+    cannot be changed (read-only: the caller only reads)."""
+    if _filesystem(db) in NETWORK_FILESYSTEMS:
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=30)) as connection:
+            if connection.execute("pragma journal_mode").fetchone()[0] != "wal":
+                connection.execute("pragma journal_mode=wal")
+    except sqlite3.Error:
+        pass
+
+
+def _filesystem(path: Path) -> str:
+    """The type of the file system holding `path` (Linux /proc/self/mounts; "" elsewhere)."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return ""
+    path, best, kind = str(path.resolve()), "", ""
+    for line in mounts:
+        parts = line.split()
+        if len(parts) >= 3:
+            point = parts[1].replace("\\040", " ")
+            if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                best, kind = point, parts[2]
+    return kind
+
+
 class Store:
     """A tracking store: an `MlflowClient` plus the few queries the platform needs."""
 
@@ -256,6 +301,8 @@ class Store:
         self.uri = uri or default_uri()
         with _setup_lock(self.uri):
             self.client = MlflowClient(tracking_uri=self.uri)  # creates the tables if new
+            if self.uri.startswith("sqlite:///"):
+                write_ahead_log(Path(self.uri[len("sqlite:///"):]))
 
     def experiment_id(self, name: str, create: bool = True) -> str | None:
         exp = self.client.get_experiment_by_name(name)
@@ -289,9 +336,7 @@ class Store:
         `times`: each row's timestamp in ms (default: now)."""
         rows = list(rows)
         times = list(times) if times is not None else [int(time.time() * 1000)] * len(rows)
-        metrics = [Metric(k, float(v), t, int(row["round"]))
-                   for row, t in zip(rows, times) for k, v in row.items()
-                   if k != "round" and _finite(v)]
+        metrics = _metrics(rows, times)
         for start in range(0, len(metrics), MAX_METRICS_PER_BATCH):
             self.client.log_batch(run_id, metrics=metrics[start:start + MAX_METRICS_PER_BATCH])
 
@@ -321,9 +366,13 @@ def close_run(store: Store, run_id: str, status: str, final_round: int,
               summary: Summary | None = None) -> None:
     """End a run with its fco.status (finished, diverged, stopped, error), final round and
     summary metrics (`final.*`, `best.*`, logged at step = the final round)."""
+    metrics = []
     if summary is not None and summary.final:
-        store.log_rows(run_id, [{"round": final_round, **summary.metrics()}])
-    store.set_tags(run_id, {STATUS: status, FINAL_ROUND: final_round})
+        metrics = _metrics([{"round": final_round, **summary.metrics()}], [int(time.time() * 1000)])
+    tags = [RunTag(k, str(v)) for k, v in {STATUS: status, FINAL_ROUND: final_round}.items()]
+    for start in range(0, max(1, len(metrics)), MAX_METRICS_PER_BATCH):  # one write, usually
+        store.client.log_batch(run_id, metrics=metrics[start:start + MAX_METRICS_PER_BATCH],
+                               tags=tags if start == 0 else [])
     store.client.set_terminated(run_id, "FAILED" if status == "error" else "FINISHED")
 
 

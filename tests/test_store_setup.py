@@ -40,3 +40,21 @@ def test_two_processes_set_up_a_new_store_at_once(tmp_path):
             assert proc.returncode == 0, err[-2000:]
         names = {e.name for e in MlflowClient(f"sqlite:///{db}").search_experiments()}
         assert {"exp-0", "exp-1"} <= names
+
+
+def test_a_local_sqlite_store_writes_ahead_and_a_network_one_is_left_alone(tmp_path, monkeypatch):
+    """Store puts a local SQLite database in WAL mode (one sync per commit; readers do not
+    block the writer), never one on a network file system (WAL needs shared memory)."""
+    import sqlite3
+
+    from fco_ray import tracking
+
+    def mode(db):
+        with sqlite3.connect(db) as connection:
+            return connection.execute("pragma journal_mode").fetchone()[0]
+
+    tracking.Store(f"sqlite:///{tmp_path / 'local.db'}").experiment_id("x")
+    assert mode(tmp_path / "local.db") == "wal"
+    monkeypatch.setattr(tracking, "_filesystem", lambda path: "nfs4")
+    tracking.Store(f"sqlite:///{tmp_path / 'shared.db'}").experiment_id("x")
+    assert mode(tmp_path / "shared.db") == "delete"
