@@ -1,0 +1,174 @@
+"""Tables of results/e1.md, e2.md and e5_full_scale.md from a sweep's MLflow runs.
+
+    python results/e1_e2_e5_tables.py SWEEP --tracking-uri URI [--csv FILE] [--paper C,S:ALG ...]
+
+SWEEP is the sweep's name (or parent run id) as `fco-ray report` takes it. Prints markdown:
+per algorithm its best rate pair (the sweep's tuning metric, mean final value over the
+seeds; a pair with a seed that did not finish ranks last, as `fco-ray runs --best`), the
+mean +- std over seeds of the final metrics at that pair and at the paper's pair, and how
+many pairs finished on every seed. For saddle sweeps the best pair by the ergodic gap is
+listed too. `--csv` writes every trial's final values.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fco_ray.report.data import load_sweep  # noqa: E402
+
+CL, SL = "algorithm.client_lr", "algorithm.server_lr"
+COLUMNS = {  # metrics shown per problem, in order
+    "lasso": ["f1", "density", "val_mse", "train_loss"],
+    "lowrank": ["train_loss", "rank", "recovery_error", "val_mse"],
+    "bilinear_l1": ["duality_gap", "density", "duality_gap_ergodic", "density_ergodic"],
+    "bilinear_nuclear": ["duality_gap", "rank", "rank_y", "duality_gap_ergodic", "rank_ergodic"],
+}
+FIRST = {"lasso": ("f1", lambda v: v >= 0.99, "first round F1 >= 0.99"),
+         "lowrank": ("rank", lambda v: v == 16, "first round rank 16")}
+
+
+def fmt(x: float) -> str:
+    if not math.isfinite(x):
+        return "–"
+    a = abs(x)
+    return f"{x:.3g}" if a < 0.01 and a > 0 else f"{x:.3f}" if a < 100 else f"{x:.1f}"
+
+
+def pm(values: pd.Series) -> str:
+    v = values.dropna().astype(float)
+    if v.empty:
+        return "–"
+    if len(v) == 1:
+        return fmt(v.mean())
+    m, sd = v.mean(), v.std(ddof=1)
+    same = f"{sd:.3f}" if 0.01 <= abs(m) < 100 else f"{sd:.1f}" if abs(m) >= 100 else f"{sd:.2g}"
+    return f"{fmt(m)} ± {same}"
+
+
+def pair_scores(rows: pd.DataFrame, metric: str, mode: str) -> pd.Series:
+    worst = math.inf if mode == "min" else -math.inf
+    ok = (rows["status"] == "finished") & rows[metric].notna()
+    score = rows[metric].where(ok, worst).astype(float)
+    return score.groupby([rows[CL], rows[SL]]).mean()
+
+
+def first_rounds(data, rows: pd.DataFrame, problem: str) -> str:
+    if problem not in FIRST:
+        return ""
+    metric, hit, _ = FIRST[problem]
+    out = []
+    for run_id in rows.sort_values("seed")["run_id"]:
+        h = data.history(run_id, metric)
+        reached = h[[hit(v) for v in h.values]]
+        out.append(str(int(reached.index[0])) if len(reached) else "never")
+    return "/".join(out)
+
+
+def first_mean(data, rows: pd.DataFrame, pair, problem: str) -> float:
+    sel = rows[(rows[CL] == pair[0]) & (rows[SL] == pair[1])]
+    hits = first_rounds(data, sel, problem).split("/")
+    return float(np.mean([math.inf if h == "never" else int(h) for h in hits]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("sweep", nargs="+", help="sweeps whose trials are pooled (e.g. seed 0, seeds 1-2)")
+    ap.add_argument("--tracking-uri", required=True)
+    ap.add_argument("--csv")
+    ap.add_argument("--curves", help="PNG: the first two metrics by round at the listed pairs, mean over seeds")
+    ap.add_argument("--paper", nargs="*", default=[], help="CLIENT,SERVER:ALGORITHM[,ALGORITHM]")
+    args = ap.parse_args()
+    sweeps = [load_sweep(key, args.tracking_uri) for key in args.sweep]
+    data = sweeps[0]
+    t = pd.concat([d.trials for d in sweeps], ignore_index=True)
+    metric, mode = data.ranking(None, None)
+    problem = data.problem
+    cols = [c for c in COLUMNS.get(problem, [metric]) if c in t]
+    paper = {}
+    for spec in args.paper:
+        rates, algs = spec.split(":")
+        for a in algs.split(","):
+            paper[a] = tuple(float(r) for r in rates.split(","))
+    if args.csv:
+        keep = ["algorithm", CL, SL, "seed", "status", "final_round", *cols]
+        t[keep].sort_values(["algorithm", CL, SL, "seed"], ascending=[True, False, False, True]) \
+            .to_csv(args.csv, index=False, float_format="%.6g")
+    seeds = sorted(t["seed"].unique())
+    print(f"sweeps {', '.join(d.name for d in sweeps)}: {len(t)} trials, seeds {seeds}, ranked by final {metric} ({mode}), "
+          f"mean over seeds"
+          + (f"; ties broken by the earliest mean {FIRST[problem][2]}" if problem in FIRST else "") + "\n")
+    extra = FIRST.get(problem, (None, None, None))[2]
+    head = ["algorithm", "rate pair (client, server)", *cols] + ([extra] if extra else []) + ["seeds"]
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    summary, shown = [], []
+    rankings = [(metric, mode)]
+    if "duality_gap_ergodic" in t:
+        rankings.append(("duality_gap_ergodic", "min"))
+    for alg, rows in t.groupby("algorithm"):
+        for rank_metric, rank_mode in rankings:
+            if rank_metric not in rows or rows[rank_metric].isna().all():
+                continue
+            scores = pair_scores(rows, rank_metric, rank_mode)
+            finite = scores[np.isfinite(scores)]
+            label = "best" if rank_metric == metric else f"best by {rank_metric}"
+            picks = []
+            if len(finite):
+                best = finite.idxmin() if rank_mode == "min" else finite.idxmax()
+                tied = finite[finite == finite[best]].index
+                if len(tied) > 1 and problem in FIRST:  # ties (F1 = 1): the fastest pair
+                    best = min(tied, key=lambda pair: first_mean(data, rows, pair, problem))
+                picks.append((label, best))
+            if rank_metric == metric and alg in paper:
+                picks.append(("paper's", paper[alg]))
+            if len(picks) == 2 and picks[0][1] == picks[1][1]:
+                picks = [(f"{label} = paper's", picks[0][1])]
+            for what, (c, s) in picks:
+                sel = rows[(rows[CL] == c) & (rows[SL] == s)]
+                done = sel[sel["status"] == "finished"]
+                status = "" if len(done) == len(sel) else f" ({len(sel) - len(done)} not finished)"
+                cells = [alg, f"{what}: {c:g}, {s:g}{status}", *[pm(done[m]) for m in cols]]
+                if extra:
+                    cells.append(first_rounds(data, sel, problem))
+                cells.append(str(len(sel)))
+                shown.append((alg, what.split(":")[0], c, s, done))
+                print("| " + " | ".join(cells) + " |")
+        per_seed = rows.groupby([CL, SL])["status"].apply(lambda s: (s == "finished").all())
+        summary.append(f"{alg}: {int(per_seed.sum())} of {len(per_seed)} pairs finished on every seed")
+    print("\n" + "\n".join(summary))
+    if args.curves:
+        plot_curves(data, shown, cols[:2], args.curves)
+
+
+def plot_curves(data, shown, metrics, path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 3.8))
+    colors = dict(zip(sorted({a for a, *_ in shown}), plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    for ax, metric in zip(np.atleast_1d(axes), metrics):
+        for alg, what, c, s, done in shown:
+            if done.empty:
+                continue
+            curves = pd.concat([data.history(r, metric) for r in done["run_id"]], axis=1)
+            ax.plot(curves.index, curves.mean(axis=1), color=colors[alg],
+                    ls="-" if what.startswith("best") else "--",
+                    label=f"{alg} {c:g} / {s:g} ({what}, n={len(done)})")
+        ax.set_xlabel("round")
+        ax.set_ylabel(metric)
+        if metric in ("train_loss", "duality_gap", "duality_gap_ergodic", "val_mse"):
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+
+
+if __name__ == "__main__":
+    main()
