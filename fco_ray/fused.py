@@ -240,6 +240,8 @@ def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds:
     def end(positions: list[int], at_state) -> None:
         """End the members at these positions of `active` as diverged; keep the others."""
         nonlocal fused, state, active
+        if not positions:
+            return
         for j in positions:
             results[active[j]].status = "diverged"
             results[active[j]].state = member(at_state, j)
