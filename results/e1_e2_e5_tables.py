@@ -2,7 +2,8 @@
 
     python results/e1_e2_e5_tables.py SWEEP --tracking-uri URI [--csv FILE] [--paper C,S:ALG ...]
 
-SWEEP is the sweep's name (or parent run id) as `fco-ray report` takes it. Prints markdown:
+SWEEP is the sweep's name (or parent run id) as `fco-ray report` takes it, or NAME@URI for a
+sweep in another store; the trials of several sweeps are pooled. Prints markdown:
 per algorithm its best rate pair (the sweep's tuning metric, mean final value over the
 seeds; a pair with a seed that did not finish ranks last, as `fco-ray runs --best`), the
 mean +- std over seeds of the final metrics at that pair and at the paper's pair, and how
@@ -52,6 +53,20 @@ def pm(values: pd.Series) -> str:
     return f"{fmt(m)} ± {same}"
 
 
+class Pooled:
+    """Several sweeps' trials read as one (each run's history from its own store)."""
+
+    def __init__(self, sweeps):
+        self.sweeps, self.name, self.problem = sweeps, sweeps[0].name, sweeps[0].problem
+        self.owner = {r: d for d in sweeps for r in d.trials["run_id"]}
+
+    def ranking(self, *fallback):
+        return self.sweeps[0].ranking(*fallback)
+
+    def history(self, run_id: str, metric: str) -> pd.Series:
+        return self.owner[run_id].history(run_id, metric)
+
+
 def pair_scores(rows: pd.DataFrame, metric: str, mode: str) -> pd.Series:
     worst = math.inf if mode == "min" else -math.inf
     ok = (rows["status"] == "finished") & rows[metric].notna()
@@ -80,13 +95,15 @@ def first_mean(data, rows: pd.DataFrame, pair, problem: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("sweep", nargs="+", help="sweeps whose trials are pooled (e.g. seed 0, seeds 1-2)")
-    ap.add_argument("--tracking-uri", required=True)
+    ap.add_argument("--tracking-uri", help="the store of every SWEEP not written NAME@URI")
     ap.add_argument("--csv")
+    ap.add_argument("--select-seed", type=int, help="rank the pairs on this seed alone (the seed that ran the whole grid)")
     ap.add_argument("--curves", help="PNG: the first two metrics by round at the listed pairs, mean over seeds")
     ap.add_argument("--paper", nargs="*", default=[], help="CLIENT,SERVER:ALGORITHM[,ALGORITHM]")
     args = ap.parse_args()
-    sweeps = [load_sweep(key, args.tracking_uri) for key in args.sweep]
-    data = sweeps[0]
+    sweeps = [load_sweep(*key.split("@", 1)) if "@" in key else load_sweep(key, args.tracking_uri)
+              for key in args.sweep]
+    data = Pooled(sweeps)
     t = pd.concat([d.trials for d in sweeps], ignore_index=True)
     metric, mode = data.ranking(None, None)
     problem = data.problem
@@ -101,9 +118,10 @@ def main() -> None:
         t[keep].sort_values(["algorithm", CL, SL, "seed"], ascending=[True, False, False, True]) \
             .to_csv(args.csv, index=False, float_format="%.6g")
     seeds = sorted(t["seed"].unique())
-    print(f"sweeps {', '.join(d.name for d in sweeps)}: {len(t)} trials, seeds {seeds}, ranked by final {metric} ({mode}), "
-          f"mean over seeds"
-          + (f"; ties broken by the earliest mean {FIRST[problem][2]}" if problem in FIRST else "") + "\n")
+    ranked_on = f"seed {args.select_seed}" if args.select_seed is not None else "the mean over seeds"
+    ties = f"; ties broken by the earliest mean {FIRST[problem][2]}" if problem in FIRST else ""
+    print(f"sweeps {', '.join(d.name for d in sweeps)}: {len(t)} trials, seeds "
+          f"{[int(x) for x in seeds]}; pairs ranked by the final {metric} ({mode}) on {ranked_on}{ties}\n")
     extra = FIRST.get(problem, (None, None, None))[2]
     head = ["algorithm", "rate pair (client, server)", *cols] + ([extra] if extra else []) + ["seeds"]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
@@ -115,7 +133,8 @@ def main() -> None:
         for rank_metric, rank_mode in rankings:
             if rank_metric not in rows or rows[rank_metric].isna().all():
                 continue
-            scores = pair_scores(rows, rank_metric, rank_mode)
+            ranked = rows if args.select_seed is None else rows[rows["seed"] == args.select_seed]
+            scores = pair_scores(ranked, rank_metric, rank_mode)
             finite = scores[np.isfinite(scores)]
             label = "best" if rank_metric == metric else f"best by {rank_metric}"
             picks = []
