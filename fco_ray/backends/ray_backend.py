@@ -33,10 +33,12 @@ backend reserves its own placement group of `actors` bundles {"CPU": cpus_per_ac
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import numpy as np
 import ray
+from ray import cloudpickle
 from ray.util.placement_group import (
     get_current_placement_group,
     placement_group,
@@ -55,6 +57,19 @@ STRATEGIES = {"spread": "SPREAD", "pack": "PACK"}
 #: object store: for E1's 8 KB payload a `ray.put` per round cost more than the call itself
 #: (benchmarks/README.md). Ray's own limit for inlining task arguments is 100 KiB.
 INLINE_BYTES = 64 * 1024
+
+
+#: Rounds whose busiest actor computes for less than SMALL_ROUND_S go through a compiled
+#: Ray graph (`ray.dag`, shared-memory channels) after SMALL_ROUNDS such rounds in a row:
+#: a round trip to 2 actors costs 0.6-0.9 ms there instead of 1.2-2.4 ms for two actor
+#: calls (load ~9 on the 2-core benchmark machine, benchmarks/results/ray_round.md). The
+#: graph's readers poll: the driver burns its core while it waits and an idle actor about a
+#: quarter of one, so rounds with more work than LARGE_ROUND_S go back to plain calls
+#: (their call overhead is small beside the work, and the cores are the actors').
+SMALL_ROUND_S, LARGE_ROUND_S, SMALL_ROUNDS = 0.02, 0.1, 2
+#: How long the driver waits for a compiled round (Ray's default is 10 s); an actor that
+#: dies mid-round is noticed by Ray within seconds and the round is redone by plain calls.
+COMPILED_GET_TIMEOUT_S = 24 * 3600.0
 
 
 def _nbytes(tree) -> int:
@@ -77,14 +92,20 @@ class ShardWorker:
         self.problem = ray.get(ref)
         self.client_ids = np.asarray(client_ids)  # sorted global ids; local row = position
         self.chunk_size = chunk_size
-        self.algorithm, self.algorithm_id = None, None
+        self.algorithm, self.algorithm_id = None, None  # the algorithm and its pickle / ref id
         self.received = 0  # bytes of the last round's arguments (payload + ids)
         self.states: dict[str, ClientStates] = {}  # run token -> its client states
 
-    def _use(self, algorithm_ref: list) -> None:
-        """Fetch the algorithm when it is new to this actor (also after a restart).
-        The ref comes wrapped in a list so that Ray passes the ref, not its value."""
-        (ref,) = algorithm_ref
+    def _use(self, algorithm) -> None:
+        """Load the algorithm when it is new to this actor (also after a restart).
+        `algorithm`: its pickle (bytes, sent with every call: comparing a few KB costs
+        nothing, while an object ref in the arguments costs Ray a borrower round trip per
+        call) or, for a large one, [object ref] (wrapped so that Ray passes the ref)."""
+        if isinstance(algorithm, bytes):
+            if algorithm != self.algorithm_id:
+                self.algorithm, self.algorithm_id = cloudpickle.loads(algorithm), algorithm
+            return
+        (ref,) = algorithm
         if ref.hex() != self.algorithm_id:
             self.algorithm, self.algorithm_id = ray.get(ref), ref.hex()
 
@@ -105,12 +126,13 @@ class ShardWorker:
                              f"(ids {self.client_ids[0]}..{self.client_ids[-1]})")
         return rows
 
-    def map_clients(self, algorithm_ref: list, payload: dict, ids: np.ndarray, seed: int,
-                    rnd: int, run: str) -> tuple[dict, float, int, bool]:
+    def map_clients(self, algorithm, payload: dict, ids: np.ndarray, seed: int,
+                    rnd: int, run: str) -> tuple[dict, float, int, bool, float]:
         """sum_m p_m * message_m over this shard's clients `ids` (global), in chunks; plus
-        this process's pid and whether it now holds client state of run `run` (see
-        `RayBackend._check_restarts`)."""
-        self._use(algorithm_ref)
+        this process's pid, whether it now holds client state of run `run` (see
+        `RayBackend._check_restarts`) and the seconds the call computed."""
+        began = time.perf_counter()
+        self._use(algorithm)
         self.received = _nbytes(payload) + _nbytes(ids)
         rows = self.rows(ids)
         states = self.states.setdefault(run, ClientStates()) if self.algorithm.client_state else None
@@ -120,7 +142,15 @@ class ShardWorker:
             parts.append(weighted_sum(self.algorithm, self.problem, payload, rows[chunk],
                                       Key(seed, rnd, ids[chunk]), states))
         sums, weight = add_sums(parts)
-        return sums, weight, os.getpid(), self.holds_state(run)
+        return sums, weight, os.getpid(), self.holds_state(run), time.perf_counter() - began
+
+    def map_round(self, args: tuple, index: int):
+        """`map_clients` inside the compiled graph: `args` = (algorithm, payload, seed,
+        round, run, ids of actor 0, ids of actor 1, ...); None if no client is this actor's."""
+        algorithm, payload, seed, rnd, run, *ids = args
+        if len(ids[index]) == 0:
+            return None
+        return self.map_clients(algorithm, payload, ids[index], seed, rnd, run)
 
     def stats(self) -> dict:
         """What this actor holds: its clients, the bytes of their data, where it runs."""
@@ -172,7 +202,8 @@ class RayBackend:
         n = min(actors, self.num_clients)
         self.own_pg = None
         self.actors = []
-        self._algorithm = self._algorithm_ref = None
+        self._algorithm = self._algorithm_arg = None
+        self._dag, self._small, self._plain_only = None, 0, False  # see _route
         self._seen: dict[int, tuple[int, bool]] = {}  # actor -> (pid, held state) at its last call
         self.run = uuid.uuid4().hex  # token of the current run's client state on the actors
         try:
@@ -226,25 +257,86 @@ class RayBackend:
         ids = np.asarray(client_ids)
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_clients):
             raise ValueError(f"client ids must be in [0, {self.num_clients}), got {ids.min()}..{ids.max()}")
-        if algorithm is not self._algorithm:  # a new algorithm object: put it once
-            self._algorithm, self._algorithm_ref = algorithm, ray.put(algorithm)
+        if algorithm is not self._algorithm:  # a new algorithm object: pickle it once
+            blob = cloudpickle.dumps(algorithm)
+            # a large one goes to the object store once (the actors fetch it by ref)
+            self._algorithm_arg = blob if len(blob) <= INLINE_BYTES else [ray.put(algorithm)]
+            self._algorithm = algorithm
         owner = np.searchsorted(self.starts, ids, side="right") - 1
-        # a small payload travels inside each call; a large one goes to the object store
-        # once and every actor reads it from there
-        shared = payload if _nbytes(payload) <= INLINE_BYTES else ray.put(payload)
-        called = np.unique(owner).tolist()
-        calls = [self.actors[a].map_clients.remote([self._algorithm_ref], shared,
-                                                   ids[owner == a], key.seed, key.round, self.run)
-                 for a in called]
-        results = self._get(calls)
+        per_actor = [ids[owner == a] for a in range(len(self.actors))]
+        called = [a for a in range(len(self.actors)) if len(per_actor[a])]
+        results = None
+        if self._dag is not None:  # the graph writes the payload once to shared memory
+            results = self._compiled_round(payload, per_actor, key)
+        if results is None:
+            # a small payload travels inside each call; a large one goes to the object
+            # store once and every actor reads it from there
+            shared = payload if _nbytes(payload) <= INLINE_BYTES else ray.put(payload)
+            calls = [self.actors[a].map_clients.remote(self._algorithm_arg, shared, per_actor[a],
+                                                       key.seed, key.round, self.run)
+                     for a in called]
+            results = self._get(calls)
         self._check_restarts(called, results)
-        sums, weight = add_sums([(s, w) for s, w, _, _ in results])
+        self._route(max(r[4] for r in results))
+        sums, weight = add_sums([(r[0], r[1]) for r in results])
         return {k: np.array(v) for k, v in sums.items()}, weight  # own (writable) arrays
+
+    # -- the compiled graph for small rounds (see SMALL_ROUND_S) ------------------------------
+    def _route(self, seconds: float) -> None:
+        """After a round whose busiest actor computed `seconds`: move small rounds onto the
+        compiled graph, heavy ones back to plain calls (one way: a run that had heavy
+        rounds stays on plain calls)."""
+        if self._dag is not None:
+            if seconds > LARGE_ROUND_S:
+                self._teardown(plain_only=True)
+            return
+        self._small = self._small + 1 if seconds < SMALL_ROUND_S else 0
+        if self._small >= SMALL_ROUNDS and not self._plain_only:
+            self._compile()
+
+    def _compile(self) -> None:
+        from ray.dag import InputNode, MultiOutputNode
+
+        try:
+            with InputNode() as args:
+                graph = MultiOutputNode([actor.map_round.bind(args, i)
+                                         for i, actor in enumerate(self.actors)])
+            self._dag = graph.experimental_compile(_submit_timeout=COMPILED_GET_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - not supported here (e.g. an old or remote setup)
+            self._dag, self._plain_only = None, True
+
+    def _compiled_round(self, payload, per_actor: list, key: Key) -> list | None:
+        """The round's results through the compiled graph, or None when the graph broke
+        (an actor died: Ray restarts it, and the caller redoes the round by plain calls,
+        which wait for the restart)."""
+        try:
+            out = ray.get(self._dag.execute((self._algorithm_arg, payload, key.seed, key.round,
+                                             self.run, *per_actor)),
+                          timeout=COMPILED_GET_TIMEOUT_S)
+        except ray.exceptions.RayTaskError as e:
+            if not isinstance(e, (ray.exceptions.RaySystemError, ray.exceptions.RayActorError)):
+                raise  # the client code's own error, as from a plain call
+            self._teardown(plain_only=True)
+            return None
+        except (ray.exceptions.RaySystemError, ray.exceptions.RayActorError,
+                ray.exceptions.RayChannelError):
+            self._teardown(plain_only=True)
+            return None
+        return [r for r in out if r is not None]
+
+    def _teardown(self, plain_only: bool = False) -> None:
+        dag, self._dag, self._small = self._dag, None, 0
+        self._plain_only = self._plain_only or plain_only
+        if dag is not None:
+            try:
+                dag.teardown()
+            except Exception:  # noqa: BLE001 - a broken graph may fail its teardown
+                pass
 
     def _check_restarts(self, called: list[int], results: list) -> None:
         """A restarted actor (new pid) redid its call from the shard data alone; that is
         exact unless the old process held client state of this run (then it is lost)."""
-        for a, (_, _, pid, state) in zip(called, results):
+        for a, (_, _, pid, state, _) in zip(called, results):
             before = self._seen.get(a)
             if before is not None and before[0] != pid and before[1]:
                 raise RuntimeError(
@@ -265,6 +357,7 @@ class RayBackend:
             raise RuntimeError(f"a Ray client actor of the ray backend died: {e}") from e
 
     def close(self):
+        self._teardown()
         for actor in self.actors:
             ray.kill(actor)
         self.actors, self._shards = [], []
