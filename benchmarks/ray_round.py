@@ -6,17 +6,17 @@
 The FedAvg task of benchmarks/peer_flower.py (E1 with lam = 0: 64 clients x 128, 10 per
 round; and 1,000 clients x 32, 100 per round; K = 10, batch 10), one process, one private
 local Ray cluster (`fco_ray.cluster.connect`, 2 CPUs). Modes, run in blocks of `--rounds`
-rounds, interleaved (local, plain, compiled, noop, local, plain, ...), so that the blocks of
-one cycle see the same background load; the first 5 rounds of a block are not counted:
+rounds, interleaved (local, ray, noop, noop_ref, local, ray, ...), so that the blocks of one
+cycle see the same background load; the first 5 rounds of a block are not counted:
   local     the local backend
-  plain     the ray backend, 2 actors, one actor call per actor and round (compiled graph off)
-  compiled  the ray backend, 2 actors, as shipped: small rounds through a compiled Ray graph
+  ray       the ray backend, 2 actors (0.5 CPU each), one actor call per actor and round
   noop      two calls of an empty actor method with the round's payload and ids (the floor
             of an actor round trip in Ray, without any client work)
+  noop_ref  the same with an object ref in the arguments (as the algorithm travelled before
+            it went as its pickle: Ray then runs its borrower protocol for every call)
 Reported: seconds per round (map_clients + server update), min and median over all counted
 rounds of a mode; ratios of medians per cycle (blocks of one cycle are side by side).
-Each ray mode has its own backend, made at the start of its block and closed at its end
-(graph polling of one does not run while another mode is measured).
+The ray backend is made at the start of its block and closed at its end.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ from fco_ray.backends.local import LocalBackend  # noqa: E402
 from fco_ray.random import Key  # noqa: E402
 from peer_flower import TASKS, task_config  # noqa: E402
 
-MODES = ("local", "plain", "compiled", "noop")
+MODES = ("local", "ray", "noop", "noop_ref")
 SKIP = 5
 
 
@@ -55,10 +55,8 @@ def block(mode: str, problem, algorithm, rounds: int, noop_actors) -> list[float
     """Seconds per round of `rounds` rounds on `mode` (the first SKIP not counted)."""
     if mode == "local":
         backend = LocalBackend(problem)
-    elif mode in ("plain", "compiled"):
+    elif mode == "ray":
         backend = ray_backend.RayBackend(problem, actors=2, cpus_per_actor=0.5)
-        if mode == "plain":
-            backend._plain_only = True  # the compiled graph off
         backend.stats()  # the actors are up
     state = algorithm.server_init(problem, problem.init_params(np.random.default_rng(0)))
     times = []
@@ -67,19 +65,18 @@ def block(mode: str, problem, algorithm, rounds: int, noop_actors) -> list[float
             ids = algorithm.select_clients(0, rnd, problem.num_clients)
             payload = algorithm.broadcast(state)
             t = time.perf_counter()
-            if mode == "noop":
+            if mode.startswith("noop"):
                 import ray
 
-                ray.get([a.call.remote(payload, ids) for a in noop_actors])
+                extra = [noop_actors[-1]] if mode == "noop_ref" else None
+                ray.get([a.call.remote(payload, ids, extra) for a in noop_actors[:2]])
             else:
                 total, weight = backend.map_clients(algorithm, payload, ids, Key(0, rnd, ids))
                 state = algorithm.server_update(
                     problem, state, {k: v / weight for k, v in total.items()}, rnd)
             times.append(time.perf_counter() - t)
     finally:
-        if mode in ("plain", "compiled"):
-            if mode == "compiled":
-                assert backend._dag is not None, "the compiled graph was not used"
+        if mode == "ray":
             backend.close()
     return times[SKIP:]
 
@@ -100,11 +97,12 @@ def main() -> None:
     try:
         @ray.remote(num_cpus=0.25)
         class Noop:
-            def call(self, payload, ids):
+            def call(self, payload, ids, extra):
                 return None
 
         noop_actors = [Noop.remote(), Noop.remote()]
-        ray.get([a.call.remote(None, None) for a in noop_actors])
+        ray.get([a.call.remote(None, None, None) for a in noop_actors])
+        noop_actors.append(ray.put(b"x" * 355))  # a ref of the size of FedAvg's pickle
         for task in args.tasks.split(","):
             cfg = resolve(task_config(task, 0))
             problem = make_problem(cfg)
@@ -134,8 +132,8 @@ def markdown(res: dict) -> str:
          "share the machine). Milliseconds per round (client work + server update): min / "
          "median over all counted rounds; ratios: median over cycles of the per-cycle "
          "ratio of medians (min in brackets).", "",
-         "| task | local ms | ray plain ms | ray compiled ms | 2 no-op actor calls ms | "
-         "plain / local | compiled / local | plain / compiled | loads per cycle |",
+         "| task | local ms | ray ms | 2 no-op actor calls ms | the same with a ref argument ms | "
+         "ray / local | no-op / local | ref / no-op | loads per cycle |",
          "|---|---|---|---|---|---|---|---|---|"]
     for task in dict.fromkeys(r["task"] for r in res["rows"]):
         rows = [r for r in res["rows"] if r["task"] == task]
@@ -148,9 +146,9 @@ def markdown(res: dict) -> str:
             x = [median(r[a]) / median(r[b]) for r in rows]
             return f"{median(x):.2f} ({min(x):.2f})"
 
-        L.append(f"| {task} | {cell('local')} | {cell('plain')} | {cell('compiled')} | "
-                 f"{cell('noop')} | {ratio('plain', 'local')} | {ratio('compiled', 'local')} | "
-                 f"{ratio('plain', 'compiled')} | "
+        L.append(f"| {task} | {cell('local')} | {cell('ray')} | {cell('noop')} | "
+                 f"{cell('noop_ref')} | {ratio('ray', 'local')} | {ratio('noop', 'local')} | "
+                 f"{ratio('noop_ref', 'noop')} | "
                  + ", ".join(r["load"].split()[0] for r in rows) + " |")
     return "\n".join(L) + "\n"
 

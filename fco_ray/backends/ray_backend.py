@@ -32,9 +32,11 @@ backend reserves its own placement group of `actors` bundles {"CPU": cpus_per_ac
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import uuid
+from dataclasses import dataclass
 
 import numpy as np
 import ray
@@ -57,19 +59,6 @@ STRATEGIES = {"spread": "SPREAD", "pack": "PACK"}
 #: object store: for E1's 8 KB payload a `ray.put` per round cost more than the call itself
 #: (benchmarks/README.md). Ray's own limit for inlining task arguments is 100 KiB.
 INLINE_BYTES = 64 * 1024
-
-
-#: Rounds whose busiest actor computes for less than SMALL_ROUND_S go through a compiled
-#: Ray graph (`ray.dag`, shared-memory channels) after SMALL_ROUNDS such rounds in a row:
-#: a round trip to 2 actors costs 0.6-0.9 ms there instead of 1.2-2.4 ms for two actor
-#: calls (load ~9 on the 2-core benchmark machine, benchmarks/results/ray_round.md). The
-#: graph's readers poll: the driver burns its core while it waits and an idle actor about a
-#: quarter of one, so rounds with more work than LARGE_ROUND_S go back to plain calls
-#: (their call overhead is small beside the work, and the cores are the actors').
-SMALL_ROUND_S, LARGE_ROUND_S, SMALL_ROUNDS = 0.02, 0.1, 2
-#: How long the driver waits for a compiled round (Ray's default is 10 s); an actor that
-#: dies mid-round is noticed by Ray within seconds and the round is redone by plain calls.
-COMPILED_GET_TIMEOUT_S = 24 * 3600.0
 
 
 def _nbytes(tree) -> int:
@@ -144,14 +133,6 @@ class ShardWorker:
         sums, weight = add_sums(parts)
         return sums, weight, os.getpid(), self.holds_state(run), time.perf_counter() - began
 
-    def map_round(self, args: tuple, index: int):
-        """`map_clients` inside the compiled graph: `args` = (algorithm, payload, seed,
-        round, run, ids of actor 0, ids of actor 1, ...); None if no client is this actor's."""
-        algorithm, payload, seed, rnd, run, *ids = args
-        if len(ids[index]) == 0:
-            return None
-        return self.map_clients(algorithm, payload, ids[index], seed, rnd, run)
-
     def stats(self) -> dict:
         """What this actor holds: its clients, the bytes of their data, where it runs."""
         context = ray.get_runtime_context()
@@ -168,6 +149,70 @@ class ShardWorker:
 #: restarts of one actor whose process died (each redoes the interrupted call)
 MAX_RESTARTS = 3
 ShardActor = ray.remote(ShardWorker)
+
+
+@dataclass
+class _Parked:
+    """The actors of a closed backend, kept for the next backend on the same data."""
+    key: tuple
+    actors: list
+    placement_group: object
+    shards: list  # the shards' object refs (a restarted actor rebuilds from them)
+    starts: np.ndarray
+    job: str  # the Ray job they belong to (a new connection has other actors)
+
+
+#: the parked actors of this process (inside `fco_ray.cluster.reuse()`; at most one set)
+_PARKED: list[_Parked] = []
+
+
+def fingerprint(problem) -> str:
+    """SHA-256 of the problem's pickle, its arrays read in place (pickle protocol 5 hands
+    them over as buffers, no copy): two problems with this fingerprint hold the same data
+    and the same regularizer, so a shard's actors can serve both."""
+    buffers = []
+    meta = cloudpickle.dumps(problem, protocol=5, buffer_callback=buffers.append)
+    digest = hashlib.sha256(meta)
+    for buffer in buffers:
+        try:
+            digest.update(buffer.raw())
+        except BufferError:  # not contiguous: a copy
+            digest.update(bytes(buffer))
+    return digest.hexdigest()
+
+
+def _job() -> str:
+    return ray.get_runtime_context().get_job_id()
+
+
+def _take_parked(key: tuple) -> _Parked | None:
+    """The parked actors for `key` (removed from the pool), or None; parked actors of
+    another key are ended (their CPUs are needed now)."""
+    found = None
+    while _PARKED:
+        parked = _PARKED.pop()
+        if parked.key == key and parked.job == _job():
+            found = parked
+        else:
+            _end(parked.actors, parked.placement_group, parked.job)
+    return found
+
+
+def _end(actors: list, pg, job: str | None = None) -> None:
+    """Kill `actors` and remove their placement group (nothing if their job is gone)."""
+    if job is not None and (not ray.is_initialized() or job != _job()):
+        return  # a former connection's: they ended with it
+    for actor in actors:
+        ray.kill(actor)
+    if pg is not None:
+        remove_placement_group(pg)
+
+
+def release_parked() -> None:
+    """End the parked actors (at the end of `fco_ray.cluster.reuse()`)."""
+    while _PARKED:
+        parked = _PARKED.pop()
+        _end(parked.actors, parked.placement_group, parked.job)
 
 
 class RayBackend:
@@ -203,9 +248,19 @@ class RayBackend:
         self.own_pg = None
         self.actors = []
         self._algorithm = self._algorithm_arg = None
-        self._dag, self._small, self._plain_only = None, 0, False  # see _route
         self._seen: dict[int, tuple[int, bool]] = {}  # actor -> (pid, held state) at its last call
         self.run = uuid.uuid4().hex  # token of the current run's client state on the actors
+        self._reuse_key, self._broken, self.reused = None, False, False
+        if cluster.reusing() and not self.started_ray and get_current_placement_group() is None:
+            # inside `fco_ray.cluster.reuse()`: the actors of an earlier backend on the same
+            # data and settings serve this one (no shards shipped, no actors started)
+            self._reuse_key = (fingerprint(problem), n, float(cpus_per_actor), placement,
+                               chunk_size, max_restarts)
+            parked = _take_parked(self._reuse_key)
+            if parked is not None:
+                self.actors, self.own_pg = parked.actors, parked.placement_group
+                self._shards, self.starts, self.reused = parked.shards, parked.starts, True
+                return
         try:
             strategies = self._placement(n, cpus_per_actor, STRATEGIES[placement], placement_timeout_s)
             shards = np.array_split(np.arange(self.num_clients), n)
@@ -219,6 +274,7 @@ class RayBackend:
                 for shard, ids, strategy in zip(self._shards, shards, strategies)
             ]
         except BaseException:
+            self._broken = True
             self.close()
             raise
 
@@ -265,73 +321,16 @@ class RayBackend:
         owner = np.searchsorted(self.starts, ids, side="right") - 1
         per_actor = [ids[owner == a] for a in range(len(self.actors))]
         called = [a for a in range(len(self.actors)) if len(per_actor[a])]
-        results = None
-        if self._dag is not None:  # the graph writes the payload once to shared memory
-            results = self._compiled_round(payload, per_actor, key)
-        if results is None:
-            # a small payload travels inside each call; a large one goes to the object
-            # store once and every actor reads it from there
-            shared = payload if _nbytes(payload) <= INLINE_BYTES else ray.put(payload)
-            calls = [self.actors[a].map_clients.remote(self._algorithm_arg, shared, per_actor[a],
-                                                       key.seed, key.round, self.run)
-                     for a in called]
-            results = self._get(calls)
+        # a small payload travels inside each call; a large one goes to the object store
+        # once and every actor reads it from there
+        shared = payload if _nbytes(payload) <= INLINE_BYTES else ray.put(payload)
+        calls = [self.actors[a].map_clients.remote(self._algorithm_arg, shared, per_actor[a],
+                                                   key.seed, key.round, self.run)
+                 for a in called]
+        results = self._get(calls)
         self._check_restarts(called, results)
-        self._route(max(r[4] for r in results))
         sums, weight = add_sums([(r[0], r[1]) for r in results])
         return {k: np.array(v) for k, v in sums.items()}, weight  # own (writable) arrays
-
-    # -- the compiled graph for small rounds (see SMALL_ROUND_S) ------------------------------
-    def _route(self, seconds: float) -> None:
-        """After a round whose busiest actor computed `seconds`: move small rounds onto the
-        compiled graph, heavy ones back to plain calls (one way: a run that had heavy
-        rounds stays on plain calls)."""
-        if self._dag is not None:
-            if seconds > LARGE_ROUND_S:
-                self._teardown(plain_only=True)
-            return
-        self._small = self._small + 1 if seconds < SMALL_ROUND_S else 0
-        if self._small >= SMALL_ROUNDS and not self._plain_only:
-            self._compile()
-
-    def _compile(self) -> None:
-        from ray.dag import InputNode, MultiOutputNode
-
-        try:
-            with InputNode() as args:
-                graph = MultiOutputNode([actor.map_round.bind(args, i)
-                                         for i, actor in enumerate(self.actors)])
-            self._dag = graph.experimental_compile(_submit_timeout=COMPILED_GET_TIMEOUT_S)
-        except Exception:  # noqa: BLE001 - not supported here (e.g. an old or remote setup)
-            self._dag, self._plain_only = None, True
-
-    def _compiled_round(self, payload, per_actor: list, key: Key) -> list | None:
-        """The round's results through the compiled graph, or None when the graph broke
-        (an actor died: Ray restarts it, and the caller redoes the round by plain calls,
-        which wait for the restart)."""
-        try:
-            out = ray.get(self._dag.execute((self._algorithm_arg, payload, key.seed, key.round,
-                                             self.run, *per_actor)),
-                          timeout=COMPILED_GET_TIMEOUT_S)
-        except ray.exceptions.RayTaskError as e:
-            if not isinstance(e, (ray.exceptions.RaySystemError, ray.exceptions.RayActorError)):
-                raise  # the client code's own error, as from a plain call
-            self._teardown(plain_only=True)
-            return None
-        except (ray.exceptions.RaySystemError, ray.exceptions.RayActorError,
-                ray.exceptions.RayChannelError):
-            self._teardown(plain_only=True)
-            return None
-        return [r for r in out if r is not None]
-
-    def _teardown(self, plain_only: bool = False) -> None:
-        dag, self._dag, self._small = self._dag, None, 0
-        self._plain_only = self._plain_only or plain_only
-        if dag is not None:
-            try:
-                dag.teardown()
-            except Exception:  # noqa: BLE001 - a broken graph may fail its teardown
-                pass
 
     def _check_restarts(self, called: list[int], results: list) -> None:
         """A restarted actor (new pid) redid its call from the shard data alone; that is
@@ -349,21 +348,25 @@ class RayBackend:
         """Per actor: clients and data bytes held, last round's argument bytes, node, group."""
         return self._get([actor.stats.remote() for actor in self.actors])
 
-    @staticmethod
-    def _get(refs):
+    def _get(self, refs):
         try:
             return ray.get(refs)
         except ray.exceptions.RayActorError as e:
+            self._broken = True  # never parked for reuse
             raise RuntimeError(f"a Ray client actor of the ray backend died: {e}") from e
 
     def close(self):
-        self._teardown()
-        for actor in self.actors:
-            ray.kill(actor)
-        self.actors, self._shards = [], []
-        if self.own_pg is not None:
-            remove_placement_group(self.own_pg)
-            self.own_pg = None
+        if (self._reuse_key is not None and self.actors and not self._broken
+                and cluster.reusing() and ray.is_initialized()):
+            # park the actors for the next backend on the same data (their client state of
+            # this run is dropped; the next run gets a new token anyway)
+            for actor in self.actors:
+                actor.end_run.remote(self.run)
+            _PARKED.append(_Parked(self._reuse_key, self.actors, self.own_pg, self._shards,
+                                   self.starts, _job()))
+        else:
+            _end(self.actors, self.own_pg)
+        self.actors, self._shards, self.own_pg = [], [], None
         if self.started_ray:
             cluster.disconnect(self._connection)
         self.started_ray = False
