@@ -16,14 +16,20 @@ equals the local backend's up to floating-point summation order, for any number 
 Faults: an actor whose process dies (killed, out of memory, node lost) is restarted by Ray
 (`max_restarts`) in the same placement-group bundle; its constructor rebuilds the shard from
 the data the backend keeps in the object store (`ray.put`, one ref per shard), and Ray
-resubmits the interrupted call (`max_task_retries`). The algorithm travels by reference with
-every call, so a fresh actor fetches it itself. A call is a pure function of (algorithm,
-shard data, payload, ids, seed, round), so the redone round equals an undisturbed one.
+resubmits the interrupted call (`max_task_retries`). The algorithm travels with every
+call (its pickle, a few hundred bytes; a large one by object ref), so a fresh actor loads
+it itself. A call is a pure function of (algorithm, shard data, payload, ids, seed,
+round), so the redone round equals an undisturbed one.
 The exception is client state (`Algorithm.client_state`, e.g. CoCoA+ duals), which each
 actor keeps in its own store next to its shard, keyed by the backend's run token (dropped
 when the next run starts or the backend closes): a restart loses it, and the backend
 raises instead of continuing with wrong numbers.
 An actor ended on purpose (`ray.kill`) or out of restarts is an error (RuntimeError).
+
+Reuse: inside `fco_ray.cluster.reuse()` a closed backend parks its actors (client state
+dropped, CPUs kept) and the next backend on an equal problem (same content: `fingerprint`)
+with the same actor settings takes them over: no shards shipped, no actors started, no
+warm-up (benchmarks/results/ray_startup.md). Another problem ends the parked actors first.
 
 Resources: inside a Ray Tune trial that reserved a placement group (see `fco_ray.sweep.trainable.trial_bundles`),
 actor i runs in the trial's bundle i + 1 (bundle 0 is the trial itself). Otherwise the
@@ -34,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 import uuid
 from dataclasses import dataclass
 
@@ -116,11 +121,10 @@ class ShardWorker:
         return rows
 
     def map_clients(self, algorithm, payload: dict, ids: np.ndarray, seed: int,
-                    rnd: int, run: str) -> tuple[dict, float, int, bool, float]:
+                    rnd: int, run: str) -> tuple[dict, float, int, bool]:
         """sum_m p_m * message_m over this shard's clients `ids` (global), in chunks; plus
-        this process's pid, whether it now holds client state of run `run` (see
-        `RayBackend._check_restarts`) and the seconds the call computed."""
-        began = time.perf_counter()
+        this process's pid and whether it now holds client state of run `run` (see
+        `RayBackend._check_restarts`)."""
         self._use(algorithm)
         self.received = _nbytes(payload) + _nbytes(ids)
         rows = self.rows(ids)
@@ -131,7 +135,7 @@ class ShardWorker:
             parts.append(weighted_sum(self.algorithm, self.problem, payload, rows[chunk],
                                       Key(seed, rnd, ids[chunk]), states))
         sums, weight = add_sums(parts)
-        return sums, weight, os.getpid(), self.holds_state(run), time.perf_counter() - began
+        return sums, weight, os.getpid(), self.holds_state(run)
 
     def stats(self) -> dict:
         """What this actor holds: its clients, the bytes of their data, where it runs."""
@@ -329,13 +333,13 @@ class RayBackend:
                  for a in called]
         results = self._get(calls)
         self._check_restarts(called, results)
-        sums, weight = add_sums([(r[0], r[1]) for r in results])
+        sums, weight = add_sums([(s, w) for s, w, _, _ in results])
         return {k: np.array(v) for k, v in sums.items()}, weight  # own (writable) arrays
 
     def _check_restarts(self, called: list[int], results: list) -> None:
         """A restarted actor (new pid) redid its call from the shard data alone; that is
         exact unless the old process held client state of this run (then it is lost)."""
-        for a, (_, _, pid, state, _) in zip(called, results):
+        for a, (_, _, pid, state) in zip(called, results):
             before = self._seen.get(a)
             if before is not None and before[0] != pid and before[1]:
                 raise RuntimeError(
