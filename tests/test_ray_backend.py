@@ -289,3 +289,22 @@ def test_reuse_hands_the_actors_to_the_next_backend_on_the_same_data(cluster):
     assert ray_backend._PARKED == [] and ray.is_initialized()  # the fixture's connection stays
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(parked[0].stats.remote(), timeout=60)
+
+
+def test_run_grid_on_ray_reuses_the_actors_and_matches_local(cluster, monkeypatch):
+    from fco_ray.backends import ray_backend
+
+    reused = []
+    close = ray_backend.RayBackend.close
+
+    def noting_close(self):
+        reused.append(self.reused)
+        close(self)
+
+    monkeypatch.setattr(ray_backend.RayBackend, "close", noting_close)
+    base = config(E1, "fedmid", {"name": "ray", "actors": 2, "cpus_per_actor": 0.25})
+    grid = {"algorithm.client_lr": [0.01, 0.02]}
+    remote = fco_ray.run_grid(base, grid, fuse=False)  # two groups: two backends
+    local = fco_ray.run_grid({**base, "backend": {"name": "local"}}, grid, fuse=False)
+    assert reused == [False, True] and ray_backend._PARKED == []
+    np.testing.assert_allclose(remote["train_loss"], local["train_loss"], rtol=1e-9)
