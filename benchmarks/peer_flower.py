@@ -132,6 +132,9 @@ class TimedBackend:
         self.starts.append(time.perf_counter())
         return self.backend.map_clients(*args)
 
+    def __getattr__(self, name):  # start_run, close, ...: the wrapped backend's
+        return getattr(self.backend, name)
+
 
 def run_ours(problem, cfg: dict, backend_name: str, rounds: int) -> dict:
     run_cfg = resolve(cfg)

@@ -97,6 +97,7 @@ def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
                         "ray2": RayBackend(problem, actors=2, cpus_per_actor=0.5)}
             times = {k: [] for k in backends}
             cpu = {k: [] for k in backends}  # CPU seconds on the round's critical path
+            split = {k: [] for k in backends}  # (driver CPU, [each actor's CPU]) per round
             pids = {k: [st["pid"] for st in b.stats()] for k, b in backends.items()
                     if k != "local"}
             state = algorithm.server_init(problem, problem.init_params(np.random.default_rng(0)))
@@ -118,12 +119,13 @@ def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
                                       for pid, a0 in zip(pids.get(name, []), actors0)]
                             # the driver, plus the busiest actor (the others run beside it)
                             cpu[name].append(time.process_time() - c + max(actors, default=0.0))
+                            split[name].append((time.process_time() - c, actors))
                     state = new  # every backend computed the same round; go on from the last
             finally:
                 for backend in backends.values():
                     backend.close()
             row = {"workload": workload, "clients_per_round": per_round, "local_steps": steps,
-                   "load": load(), **times, "cpu": cpu}
+                   "load": load(), **times, "cpu": cpu, "cpu_split": split}
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
@@ -169,6 +171,16 @@ def main() -> None:
     print(f"wrote {out}")
 
 
+def split_cell(row: dict) -> str:
+    """Median driver CPU and median CPU of each actor, 2 actors, per round."""
+    split = row.get("cpu_split", {}).get("ray2")
+    if not split:
+        return ""
+    driver = np.median([d for d, _ in split])
+    actors = np.median([a for _, a in split], axis=0)
+    return f"{driver:.3f} / " + ", ".join(f"{a:.3f}" for a in actors)
+
+
 def markdown(res: dict) -> str:
     L = [f"# Ray actors vs the local backend, {res['date']}", "",
          f"Command: `{res['command']}`", "",
@@ -187,8 +199,8 @@ def markdown(res: dict) -> str:
          "benchmark share one group's slice of the 2 cores, under ~1 core whenever more "
          "than a few other sessions are busy, and then a second actor cannot make a round "
          "faster in wall time.", "",
-         "| threads | workload | clients/round | K | local s | 1 actor s | 2 actors s | speedup 1 actor | speedup 2 actors (quartiles) | CPU s: local / 1 / 2 actors | CPU speedup 2 actors | load |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| threads | workload | clients/round | K | local s | 1 actor s | 2 actors s | speedup 1 actor | speedup 2 actors (quartiles) | CPU s: local / 1 / 2 actors | CPU speedup 2 actors | 2 actors: driver CPU s / each actor's CPU s | load |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
         loc, r1, r2 = (float(np.median(r[k])) for k in ("local", "ray1", "ray2"))
         s1 = np.asarray(r["local"]) / np.asarray(r["ray1"])
@@ -200,7 +212,7 @@ def markdown(res: dict) -> str:
                  f"{np.median(s1):.2f}x | {np.median(s2):.2f}x ({q1:.2f}-{q3:.2f}) | "
                  + " / ".join(f"{np.median(r['cpu'][k]):.3f}" for k in ("local", "ray1", "ray2"))
                  + f" | {np.median(np.asarray(r['cpu']['local']) / np.asarray(r['cpu']['ray2'])):.2f}x"
-                 f" | {r['load'].split()[0]} |")
+                 f" | {split_cell(r)} | {r['load'].split()[0]} |")
     return "\n".join(L) + "\n"
 
 

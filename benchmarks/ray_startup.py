@@ -12,11 +12,15 @@ FedAvg, K = 10, batch 10, 10 clients per round) on the ray backend with 2 actors
              their first call (numba kernels loaded from the on-disk cache)
   steady     median of rounds 5..20
   close      `backend.close()` (ends the actors, and the cluster if it started it)
-for three ways of getting a cluster, interleaved (A, B, C, A, B, C, ...):
+for these ways of getting a cluster and actors, interleaved (A, B, C, A, B, C, ...; `--modes`):
   default    a new local cluster with Ray's default options (`ray.init(address="local")`),
              what the backend did before fco_ray/cluster.py (with address=None)
   fco_ray    a new local cluster through `fco_ray.cluster.connect()` (loopback, no
              dashboard UI, no metrics collection, no worker logs to the driver)
+  connected_2nd  the second run of a process connected once (`fco_ray.cluster.connect()`):
+             the cluster is up, the second backend ships its shards and starts its actors
+  reused_2nd the second run inside `fco_ray.cluster.reuse()`: the second backend (on the
+             problem built again) takes over the first one's parked actors
   joined     an existing cluster (started once with `ray start --head` on 127.0.0.1, workers
              at normal priority, as the README's "many runs" recipe does), joined by address
 """
@@ -56,27 +60,44 @@ cfg = resolve({"problem": {"name": "lasso", "lam": 0.0}, "algorithm": {"name": "
                "client_lr": 1e-3, "local_steps": 10, "batch_size": 10, "clients_per_round": 10}})
 problem = make_problem(cfg)
 algorithm = ALGORITHMS["fedavg"](cfg.algorithm)
+def timed_run(backend_of, out):
+    t = time.perf_counter()
+    backend = backend_of()
+    out["backend"] = time.perf_counter() - t
+    state = algorithm.server_init(problem, problem.init_params(None))
+    rounds = []
+    for r in range(20):
+        payload = algorithm.broadcast(state)
+        ids = algorithm.select_clients(0, r, problem.num_clients)
+        t = time.perf_counter()
+        total, weight = backend.map_clients(algorithm, payload, ids, Key(0, r, ids))
+        state = algorithm.server_update(problem, state, {k: v / weight for k, v in total.items()}, r)
+        rounds.append(time.perf_counter() - t)
+    out["round 1"], out["steady"] = rounds[0], float(np.median(rounds[4:]))
+    return backend
+
+
 t = time.perf_counter()
 if mode == "default":
     ray.init(address="local")
+elif mode == "reused_2nd":
+    block = cluster.reuse()
+    block.__enter__()
 else:
     cluster.connect(address if mode == "joined" else None)
 out["ray"] = time.perf_counter() - t
-t = time.perf_counter()
-backend = RayBackend(problem, actors=2)
-out["backend"] = time.perf_counter() - t
-state = algorithm.server_init(problem, problem.init_params(None))
-rounds = []
-for r in range(20):
-    payload = algorithm.broadcast(state)
-    ids = algorithm.select_clients(0, r, problem.num_clients)
-    t = time.perf_counter()
-    total, weight = backend.map_clients(algorithm, payload, ids, Key(0, r, ids))
-    state = algorithm.server_update(problem, state, {k: v / weight for k, v in total.items()}, r)
-    rounds.append(time.perf_counter() - t)
-out["round 1"], out["steady"] = rounds[0], float(np.median(rounds[4:]))
+if mode.endswith("_2nd"):
+    # a first run in this process (not timed here), then the timed second one on the same
+    # problem built again, as a loop of runs or run_grid would
+    timed_run(lambda: RayBackend(problem, actors=2), {}).close()
+    problem = make_problem(cfg)
+    out["ray"] = 0.0  # connected already
+backend = timed_run(lambda: RayBackend(problem, actors=2), out)
+out["reused"] = bool(getattr(backend, "reused", False))
 t = time.perf_counter()
 backend.close()
+if mode == "reused_2nd":
+    block.__exit__(None, None, None)
 if ray.is_initialized():
     ray.shutdown()
 out["close"] = time.perf_counter() - t
@@ -108,6 +129,7 @@ def probe(mode: str, address: str, env: dict) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--modes", default="fco_ray,connected_2nd,reused_2nd,joined")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ray_startup.md"))
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # private Ray temp dir (short paths)
@@ -132,7 +154,7 @@ def main() -> None:
             time.sleep(0.5)
         joined_env = {**env, "RAY_AUTH_MODE": "token"}  # `ray start` turns token auth on
         for rep in range(args.repeats):
-            for mode in ("default", "fco_ray", "joined"):
+            for mode in args.modes.split(","):
                 out = probe(mode, address, joined_env if mode == "joined" else env)
                 out.update(mode=mode, repeat=rep, load=load())
                 res["runs"].append(out)
@@ -158,10 +180,11 @@ def markdown(res: dict) -> str:
          f"{res['load_end']} at the end; loads at each run: "
          + ", ".join(r["load"].split()[0] for r in res["runs"]) + ".", "",
          "E1 (64 x 128, d = 1024), FedAvg, 2 actors; seconds, median over repeats (min in "
-         "brackets); each run a fresh process, the three modes interleaved.", "",
+         "brackets); each run a fresh process, the modes interleaved. For the `_2nd` modes the "
+         "columns backend .. close are the second run's (`ray` = 0: connected already).", "",
          "| mode | " + " | ".join(STEPS) + " | to first result | whole process |",
          "|---|" + "---|" * (len(STEPS) + 2)]
-    for mode in ("default", "fco_ray", "joined"):
+    for mode in dict.fromkeys(r["mode"] for r in res["runs"]):
         runs = [r for r in res["runs"] if r["mode"] == mode]
         cells = []
         for step in (*STEPS, "first", "process"):

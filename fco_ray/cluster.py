@@ -20,6 +20,13 @@ runner both call it):
 
 `disconnect(connection)` undoes what `connect` did: ends the cluster it started, or
 disconnects from the one it joined; a connection that existed before is left alone.
+
+`reuse()`: one connection for many runs in one process (a context manager, around e.g. a
+loop of `fco_ray.run` or `run_grid`). Inside it the cluster stays up between runs, and a
+ray backend's actors outlive the backend: `close()` parks them (client state dropped), and
+the next ray backend on the same problem (same data and regularizer, by content) with the
+same actor settings takes them over instead of shipping the shards and starting actors
+again. Leaving the block ends the parked actors and the connection (if it made one).
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
+from typing import Iterator
 
 from .config import ConfigError
 
@@ -153,6 +161,33 @@ def disconnect(connection: Connection) -> None:
 
     if connection.initialized and ray.is_initialized():
         ray.shutdown()
+
+
+_REUSE = [0]  # depth of nested `reuse()` blocks
+
+
+def reusing() -> bool:
+    """Whether this process is inside a `reuse()` block (ray backends park their actors)."""
+    return _REUSE[0] > 0
+
+
+@contextlib.contextmanager
+def reuse(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[Connection]:
+    """Connect (as `connect`) for the block, and let ray backends made inside it reuse
+    each other's actors (see the module docstring)."""
+    connection = connect(address, num_cpus=num_cpus)
+    _REUSE[0] += 1
+    try:
+        yield connection
+    finally:
+        _REUSE[0] -= 1
+        if _REUSE[0] == 0:
+            import sys
+
+            backend = sys.modules.get("fco_ray.backends.ray_backend")
+            if backend is not None:
+                backend.release_parked()
+        disconnect(connection)
 
 
 @contextlib.contextmanager

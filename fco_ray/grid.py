@@ -7,6 +7,7 @@ alone. Every configuration's rows equal its own `fco_ray.run`.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 from pathlib import Path
@@ -17,6 +18,7 @@ import pandas as pd
 from .algorithms import ALGORITHMS
 from .backends import make_backend
 from .checks import check_clients
+from .cluster import reuse
 from .config import RunConfig, apply_overrides, load_yaml, parse_run
 from .engine import run_rounds
 from .errors import ConfigError
@@ -110,9 +112,13 @@ def run_grid(config, grid: dict[str, list], *, fuse: bool = True,
     configs = [cfg for _, cfg in points]
     plan = groups(configs, max_group) if fuse else [[i] for i in range(len(configs))]
     results = {}
-    for members in plan:
-        outcome = run_group([configs[i] for i in members])
-        results.update(zip(members, (r for r, _ in outcome)))
+    ray_configs = [c for c in configs if c.backend.name == "ray"]
+    # ray backend: one cluster for the whole grid, and groups on the same problem take over
+    # the previous group's actors (fco_ray.cluster.reuse)
+    with reuse(ray_configs[0].backend.address) if ray_configs else contextlib.nullcontext():
+        for members in plan:
+            outcome = run_group([configs[i] for i in members])
+            results.update(zip(members, (r for r, _ in outcome)))
     frames = []
     for i, (point, _) in enumerate(points):
         frame = pd.DataFrame.from_records(results[i].records)

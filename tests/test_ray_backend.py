@@ -239,3 +239,72 @@ def test_actors_use_the_trial_placement_group(cluster):
     assert [s["placement_group_id"] for s in stats] == [pg.id.hex()] * 2
     assert [s["node_id"] for s in stats] == [bundle_nodes[1], bundle_nodes[2]]
     assert_same(pd.DataFrame(records), fco_ray.run({**cfg, "backend": {"name": "local"}}))
+
+
+def test_reuse_hands_the_actors_to_the_next_backend_on_the_same_data(cluster):
+    """Inside `fco_ray.cluster.reuse()` a closed backend's actors serve the next backend on
+    an equal problem (rebuilt from the same config): same processes, same numbers as the
+    local backend, client state of the earlier run dropped; another problem gets new actors,
+    and the block's end ends the parked ones."""
+    from fco_ray import cluster as fco_cluster
+    from fco_ray.backends import ray_backend
+    from fco_ray.data.text_generator import generate_text_nodes
+    from fco_ray.problems.text import SparseTextLogReg
+
+    cfg = resolve(config(E1, "fedmid", {"name": "local"}))
+    options = {"actors": 2, "cpus_per_actor": 0.25, "chunk_size": 4}
+    train, test = generate_text_nodes(seed=1, clients=6, min_samples=5, max_samples=40,
+                                      dim=50, words_per_doc=6, topics=3)
+    cocoa = ALGORITHMS["cocoa_plus"](ALGORITHMS["cocoa_plus"].Hyper(name="cocoa_plus"))
+    with fco_cluster.reuse():
+        first = RayBackend(make_problem(cfg), **options)
+        pids = [s["pid"] for s in first.stats()]
+        assert not first.reused
+        assert_same(*run_both(make_problem(cfg), "fedmid", cfg.algorithm, first))
+        first.close()
+        assert len(ray_backend._PARKED) == 1
+        second = RayBackend(make_problem(cfg), **options)  # an equal problem, built again
+        assert second.reused and [s["pid"] for s in second.stats()] == pids
+        assert_same(*run_both(make_problem(cfg), "fedmid", cfg.algorithm, second))
+        second.close()
+        # client state (CoCoA+ duals) lives on the actors: a reused actor starts a run afresh
+        text = SparseTextLogReg.from_nodes(train, test)
+        runs = []
+        for _ in range(2):
+            backend = RayBackend(text, **options)
+            try:
+                runs.append((backend.reused, pd.DataFrame(run_rounds(
+                    text, cocoa, backend, rounds=4, eval_every=2, seed=0).records)))
+            finally:
+                backend.close()
+        alone = pd.DataFrame(run_rounds(text, cocoa, LocalBackend(text), rounds=4,
+                                        eval_every=2, seed=0).records)
+        assert [reused for reused, _ in runs] == [False, True]  # the fedmid actors were ended
+        for _, df in runs:
+            np.testing.assert_allclose(df.to_numpy(float), alone.to_numpy(float), rtol=1e-9)
+        other = resolve(config({**E1, "lam": 0.5}, "fedmid", {"name": "local"}))
+        assert ray_backend.fingerprint(make_problem(other)) != ray_backend.fingerprint(
+            make_problem(cfg))
+        parked = ray_backend._PARKED[0].actors
+    assert ray_backend._PARKED == [] and ray.is_initialized()  # the fixture's connection stays
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(parked[0].stats.remote(), timeout=60)
+
+
+def test_run_grid_on_ray_reuses_the_actors_and_matches_local(cluster, monkeypatch):
+    from fco_ray.backends import ray_backend
+
+    reused = []
+    close = ray_backend.RayBackend.close
+
+    def noting_close(self):
+        reused.append(self.reused)
+        close(self)
+
+    monkeypatch.setattr(ray_backend.RayBackend, "close", noting_close)
+    base = config(E1, "fedmid", {"name": "ray", "actors": 2, "cpus_per_actor": 0.25})
+    grid = {"algorithm.client_lr": [0.01, 0.02]}
+    remote = fco_ray.run_grid(base, grid, fuse=False)  # two groups: two backends
+    local = fco_ray.run_grid({**base, "backend": {"name": "local"}}, grid, fuse=False)
+    assert reused == [False, True] and ray_backend._PARKED == []
+    np.testing.assert_allclose(remote["train_loss"], local["train_loss"], rtol=1e-9)

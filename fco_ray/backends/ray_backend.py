@@ -16,14 +16,20 @@ equals the local backend's up to floating-point summation order, for any number 
 Faults: an actor whose process dies (killed, out of memory, node lost) is restarted by Ray
 (`max_restarts`) in the same placement-group bundle; its constructor rebuilds the shard from
 the data the backend keeps in the object store (`ray.put`, one ref per shard), and Ray
-resubmits the interrupted call (`max_task_retries`). The algorithm travels by reference with
-every call, so a fresh actor fetches it itself. A call is a pure function of (algorithm,
-shard data, payload, ids, seed, round), so the redone round equals an undisturbed one.
+resubmits the interrupted call (`max_task_retries`). The algorithm travels with every
+call (its pickle, a few hundred bytes; a large one by object ref), so a fresh actor loads
+it itself. A call is a pure function of (algorithm, shard data, payload, ids, seed,
+round), so the redone round equals an undisturbed one.
 The exception is client state (`Algorithm.client_state`, e.g. CoCoA+ duals), which each
 actor keeps in its own store next to its shard, keyed by the backend's run token (dropped
 when the next run starts or the backend closes): a restart loses it, and the backend
 raises instead of continuing with wrong numbers.
 An actor ended on purpose (`ray.kill`) or out of restarts is an error (RuntimeError).
+
+Reuse: inside `fco_ray.cluster.reuse()` a closed backend parks its actors (client state
+dropped, CPUs kept) and the next backend on an equal problem (same content: `fingerprint`)
+with the same actor settings takes them over: no shards shipped, no actors started, no
+warm-up (benchmarks/results/ray_startup.md). Another problem ends the parked actors first.
 
 Resources: inside a Ray Tune trial that reserved a placement group (see `fco_ray.sweep.trainable.trial_bundles`),
 actor i runs in the trial's bundle i + 1 (bundle 0 is the trial itself). Otherwise the
@@ -32,11 +38,14 @@ backend reserves its own placement group of `actors` bundles {"CPU": cpus_per_ac
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
+from dataclasses import dataclass
 
 import numpy as np
 import ray
+from ray import cloudpickle
 from ray.util.placement_group import (
     get_current_placement_group,
     placement_group,
@@ -77,14 +86,20 @@ class ShardWorker:
         self.problem = ray.get(ref)
         self.client_ids = np.asarray(client_ids)  # sorted global ids; local row = position
         self.chunk_size = chunk_size
-        self.algorithm, self.algorithm_id = None, None
+        self.algorithm, self.algorithm_id = None, None  # the algorithm and its pickle / ref id
         self.received = 0  # bytes of the last round's arguments (payload + ids)
         self.states: dict[str, ClientStates] = {}  # run token -> its client states
 
-    def _use(self, algorithm_ref: list) -> None:
-        """Fetch the algorithm when it is new to this actor (also after a restart).
-        The ref comes wrapped in a list so that Ray passes the ref, not its value."""
-        (ref,) = algorithm_ref
+    def _use(self, algorithm) -> None:
+        """Load the algorithm when it is new to this actor (also after a restart).
+        `algorithm`: its pickle (bytes, sent with every call: comparing a few KB costs
+        nothing, while an object ref in the arguments costs Ray a borrower round trip per
+        call) or, for a large one, [object ref] (wrapped so that Ray passes the ref)."""
+        if isinstance(algorithm, bytes):
+            if algorithm != self.algorithm_id:
+                self.algorithm, self.algorithm_id = cloudpickle.loads(algorithm), algorithm
+            return
+        (ref,) = algorithm
         if ref.hex() != self.algorithm_id:
             self.algorithm, self.algorithm_id = ray.get(ref), ref.hex()
 
@@ -105,12 +120,12 @@ class ShardWorker:
                              f"(ids {self.client_ids[0]}..{self.client_ids[-1]})")
         return rows
 
-    def map_clients(self, algorithm_ref: list, payload: dict, ids: np.ndarray, seed: int,
+    def map_clients(self, algorithm, payload: dict, ids: np.ndarray, seed: int,
                     rnd: int, run: str) -> tuple[dict, float, int, bool]:
         """sum_m p_m * message_m over this shard's clients `ids` (global), in chunks; plus
         this process's pid and whether it now holds client state of run `run` (see
         `RayBackend._check_restarts`)."""
-        self._use(algorithm_ref)
+        self._use(algorithm)
         self.received = _nbytes(payload) + _nbytes(ids)
         rows = self.rows(ids)
         states = self.states.setdefault(run, ClientStates()) if self.algorithm.client_state else None
@@ -138,6 +153,70 @@ class ShardWorker:
 #: restarts of one actor whose process died (each redoes the interrupted call)
 MAX_RESTARTS = 3
 ShardActor = ray.remote(ShardWorker)
+
+
+@dataclass
+class _Parked:
+    """The actors of a closed backend, kept for the next backend on the same data."""
+    key: tuple
+    actors: list
+    placement_group: object
+    shards: list  # the shards' object refs (a restarted actor rebuilds from them)
+    starts: np.ndarray
+    job: str  # the Ray job they belong to (a new connection has other actors)
+
+
+#: the parked actors of this process (inside `fco_ray.cluster.reuse()`; at most one set)
+_PARKED: list[_Parked] = []
+
+
+def fingerprint(problem) -> str:
+    """SHA-256 of the problem's pickle, its arrays read in place (pickle protocol 5 hands
+    them over as buffers, no copy): two problems with this fingerprint hold the same data
+    and the same regularizer, so a shard's actors can serve both."""
+    buffers = []
+    meta = cloudpickle.dumps(problem, protocol=5, buffer_callback=buffers.append)
+    digest = hashlib.sha256(meta)
+    for buffer in buffers:
+        try:
+            digest.update(buffer.raw())
+        except BufferError:  # not contiguous: a copy
+            digest.update(bytes(buffer))
+    return digest.hexdigest()
+
+
+def _job() -> str:
+    return ray.get_runtime_context().get_job_id()
+
+
+def _take_parked(key: tuple) -> _Parked | None:
+    """The parked actors for `key` (removed from the pool), or None; parked actors of
+    another key are ended (their CPUs are needed now)."""
+    found = None
+    while _PARKED:
+        parked = _PARKED.pop()
+        if parked.key == key and parked.job == _job():
+            found = parked
+        else:
+            _end(parked.actors, parked.placement_group, parked.job)
+    return found
+
+
+def _end(actors: list, pg, job: str | None = None) -> None:
+    """Kill `actors` and remove their placement group (nothing if their job is gone)."""
+    if job is not None and (not ray.is_initialized() or job != _job()):
+        return  # a former connection's: they ended with it
+    for actor in actors:
+        ray.kill(actor)
+    if pg is not None:
+        remove_placement_group(pg)
+
+
+def release_parked() -> None:
+    """End the parked actors (at the end of `fco_ray.cluster.reuse()`)."""
+    while _PARKED:
+        parked = _PARKED.pop()
+        _end(parked.actors, parked.placement_group, parked.job)
 
 
 class RayBackend:
@@ -172,9 +251,20 @@ class RayBackend:
         n = min(actors, self.num_clients)
         self.own_pg = None
         self.actors = []
-        self._algorithm = self._algorithm_ref = None
+        self._algorithm = self._algorithm_arg = None
         self._seen: dict[int, tuple[int, bool]] = {}  # actor -> (pid, held state) at its last call
         self.run = uuid.uuid4().hex  # token of the current run's client state on the actors
+        self._reuse_key, self._broken, self.reused = None, False, False
+        if cluster.reusing() and not self.started_ray and get_current_placement_group() is None:
+            # inside `fco_ray.cluster.reuse()`: the actors of an earlier backend on the same
+            # data and settings serve this one (no shards shipped, no actors started)
+            self._reuse_key = (fingerprint(problem), n, float(cpus_per_actor), placement,
+                               chunk_size, max_restarts)
+            parked = _take_parked(self._reuse_key)
+            if parked is not None:
+                self.actors, self.own_pg = parked.actors, parked.placement_group
+                self._shards, self.starts, self.reused = parked.shards, parked.starts, True
+                return
         try:
             strategies = self._placement(n, cpus_per_actor, STRATEGIES[placement], placement_timeout_s)
             shards = np.array_split(np.arange(self.num_clients), n)
@@ -188,6 +278,7 @@ class RayBackend:
                 for shard, ids, strategy in zip(self._shards, shards, strategies)
             ]
         except BaseException:
+            self._broken = True
             self.close()
             raise
 
@@ -226,15 +317,19 @@ class RayBackend:
         ids = np.asarray(client_ids)
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_clients):
             raise ValueError(f"client ids must be in [0, {self.num_clients}), got {ids.min()}..{ids.max()}")
-        if algorithm is not self._algorithm:  # a new algorithm object: put it once
-            self._algorithm, self._algorithm_ref = algorithm, ray.put(algorithm)
+        if algorithm is not self._algorithm:  # a new algorithm object: pickle it once
+            blob = cloudpickle.dumps(algorithm)
+            # a large one goes to the object store once (the actors fetch it by ref)
+            self._algorithm_arg = blob if len(blob) <= INLINE_BYTES else [ray.put(algorithm)]
+            self._algorithm = algorithm
         owner = np.searchsorted(self.starts, ids, side="right") - 1
+        per_actor = [ids[owner == a] for a in range(len(self.actors))]
+        called = [a for a in range(len(self.actors)) if len(per_actor[a])]
         # a small payload travels inside each call; a large one goes to the object store
         # once and every actor reads it from there
         shared = payload if _nbytes(payload) <= INLINE_BYTES else ray.put(payload)
-        called = np.unique(owner).tolist()
-        calls = [self.actors[a].map_clients.remote([self._algorithm_ref], shared,
-                                                   ids[owner == a], key.seed, key.round, self.run)
+        calls = [self.actors[a].map_clients.remote(self._algorithm_arg, shared, per_actor[a],
+                                                   key.seed, key.round, self.run)
                  for a in called]
         results = self._get(calls)
         self._check_restarts(called, results)
@@ -257,20 +352,25 @@ class RayBackend:
         """Per actor: clients and data bytes held, last round's argument bytes, node, group."""
         return self._get([actor.stats.remote() for actor in self.actors])
 
-    @staticmethod
-    def _get(refs):
+    def _get(self, refs):
         try:
             return ray.get(refs)
         except ray.exceptions.RayActorError as e:
+            self._broken = True  # never parked for reuse
             raise RuntimeError(f"a Ray client actor of the ray backend died: {e}") from e
 
     def close(self):
-        for actor in self.actors:
-            ray.kill(actor)
-        self.actors, self._shards = [], []
-        if self.own_pg is not None:
-            remove_placement_group(self.own_pg)
-            self.own_pg = None
+        if (self._reuse_key is not None and self.actors and not self._broken
+                and cluster.reusing() and ray.is_initialized()):
+            # park the actors for the next backend on the same data (their client state of
+            # this run is dropped; the next run gets a new token anyway)
+            for actor in self.actors:
+                actor.end_run.remote(self.run)
+            _PARKED.append(_Parked(self._reuse_key, self.actors, self.own_pg, self._shards,
+                                   self.starts, _job()))
+        else:
+            _end(self.actors, self.own_pg)
+        self.actors, self._shards, self.own_pg = [], [], None
         if self.started_ray:
             cluster.disconnect(self._connection)
         self.started_ray = False
