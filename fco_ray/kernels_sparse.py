@@ -386,3 +386,165 @@ def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
             data[p] /= norm
         indptr[r + 1] = nnz
     return data[:nnz].copy(), indices[:nnz].copy(), indptr
+
+
+# ---- fused groups: G members (step sizes) in one pass over the data --------------------------
+# A fused step-size group (fco_ray.fused) runs G configurations that visit the same samples
+# in the same order (randomness is keyed by node and position, never by configuration), so
+# one pass reads each nonzero once and updates G local models. Member arrays are
+# feature-major, (d, G): the G values of a feature are adjacent, one cache line for small G.
+# Each member does exactly the floating-point operations of its own call of the kernels
+# above (tests/test_svrg.py checks equality to 1e-12), so a member that blows up only fills
+# its own column with inf / nan.
+
+
+@njit(cache=CACHE, fastmath={"contract"})
+def gradient_sum_group(data, indices, indptr, y, offsets, nodes, coef, w, out):
+    """`gradient_sum` for G models at once: w, out are (d, G); out[:, g] += sum over nodes k
+    of coef[k] sum_{i in k} l'_i(<x_i, w[:, g]>) x_i."""
+    members = w.shape[1]
+    z = np.empty(members)
+    for t in range(nodes.size):
+        k = nodes[t]
+        for i in range(offsets[k], offsets[k + 1]):
+            z[:] = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                for m in range(members):
+                    z[m] += data[p] * w[j, m]
+            for m in range(members):
+                z[m] = coef[t] * _dloss(z[m], y[i])
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                for m in range(members):
+                    out[j, m] += z[m] * data[p]
+
+
+@njit(cache=CACHE, inline="always")
+def _catch_up_member(state, j, m, steps):
+    """`_catch_up` of member m of feature j (state (d, G, 8))."""
+    if steps == 1:
+        state[j, m, _U] = (1.0 - state[j, m, _C]) * state[j, m, _U] - state[j, m, _HD]
+    elif steps > 1:
+        e = math.expm1(steps * state[j, m, _LOG])
+        state[j, m, _U] = (1.0 + e) * state[j, m, _U] + state[j, m, _HDC] * e
+
+
+@njit(cache=CACHE, fastmath={"contract"})
+def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream,
+                      replace, steps, h, coef, lam, mu, eta, passes, w, g, out):
+    """`svrg_passes` for G members at once, differing in the step h, mu and eta:
+    h is (nodes, G) (member m's h_k = h[t, m]), mu and eta (G,), w, g, out (d, G); returns
+    alpha (G,), member m's `svrg_passes` result. The visiting order (one per node and pass)
+    is drawn once for all members, and each visited nonzero is read once for all of them.
+    The step at which a feature was last caught up (`last`) is shared: every member visits
+    the same samples."""
+    d, members = w.shape
+    scaled = scale.size > 0
+    state = np.zeros((d, members, 8))  # _LAST unused here: `last` is shared
+    last = np.zeros(d)
+    drift = np.zeros((d, members))
+    mark = np.full(d, -1, np.int64)
+    support = np.empty(d, np.int64)
+    longest = 0
+    for t in range(nodes.size):
+        longest = max(longest, max(steps[t], offsets[nodes[t] + 1] - offsets[nodes[t]]))
+    order = np.empty(longest, np.int64)
+    total_alpha = np.zeros(members)
+    alpha = np.empty(members)
+    beta = np.empty(members)
+    c0 = np.empty(members)
+    z = np.empty(members)
+    za = np.empty(members)
+    dl = np.empty(members)
+    for t in range(nodes.size):
+        k = nodes[t]
+        r0, r1 = offsets[k], offsets[k + 1]
+        size, n_steps = r1 - r0, steps[t]
+        count = 0
+        for i in range(r0, r1):
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                if mark[j] != t:
+                    mark[j] = t
+                    support[count] = j
+                    count += 1
+                    s = scale[p] if scaled else 1.0
+                    for m in range(members):
+                        hk = h[t, m]
+                        state[j, m, _ANCHOR] = 0.0
+                        state[j, m, _HD] = hk * (eta[m] * g[j, m])
+                        state[j, m, _HS] = hk * s
+                        state[j, m, _C] = hk * (s * lam + mu[m])
+                        state[j, m, _LOG] = math.log1p(-state[j, m, _C])
+        for m in range(members):
+            alpha[m], beta[m] = 0.0, eta[m]
+            c0[m] = h[t, m] * (lam + mu[m])
+        for ps in range(passes):
+            _order(key_prefix(seed, rnd, ps, stream), ids[t], size, n_steps, replace, order)
+            for q in range(count):
+                j = support[q]
+                last[j] = 0.0
+                for m in range(members):
+                    state[j, m, _U] = 0.0
+                    state[j, m, _HDC] = state[j, m, _HD] / state[j, m, _C]
+            for st in range(n_steps):
+                i = r0 + order[st]
+                z[:] = 0.0
+                za[:] = 0.0
+                for p in range(indptr[i], indptr[i + 1]):
+                    j = indices[p]
+                    skipped = st - last[j]
+                    for m in range(members):
+                        _catch_up_member(state, j, m, skipped)
+                        a = w[j, m] + state[j, m, _ANCHOR]
+                        za[m] += data[p] * a
+                        z[m] += data[p] * (a + state[j, m, _U])
+                for m in range(members):
+                    dl[m] = _dloss(z[m], y[i]) - _dloss(za[m], y[i])
+                for p in range(indptr[i], indptr[i + 1]):
+                    j = indices[p]
+                    for m in range(members):
+                        state[j, m, _U] = ((1.0 - state[j, m, _C]) * state[j, m, _U]
+                                           - state[j, m, _HD] - state[j, m, _HS] * data[p] * dl[m])
+                    last[j] = st + 1
+            for q in range(count):
+                j = support[q]
+                for m in range(members):
+                    _catch_up_member(state, j, m, n_steps - last[j])
+                    state[j, m, _ANCHOR] += state[j, m, _U]
+            for m in range(members):
+                hk = h[t, m]
+                alpha[m] += hk * beta[m] * math.expm1(n_steps * math.log1p(-c0[m])) / c0[m]
+            if ps + 1 < passes:  # DANE's next drift, as in `svrg_passes`
+                for q in range(count):
+                    for m in range(members):
+                        drift[support[q], m] = 0.0
+                for i in range(r0, r1):
+                    z[:] = 0.0
+                    za[:] = 0.0  # here: the margins at w
+                    for p in range(indptr[i], indptr[i + 1]):
+                        j = indices[p]
+                        for m in range(members):
+                            za[m] += data[p] * w[j, m]
+                            z[m] += data[p] * (w[j, m] + state[j, m, _ANCHOR])
+                    for m in range(members):
+                        dl[m] = (_dloss(z[m], y[i]) - _dloss(za[m], y[i])) / size
+                    for p in range(indptr[i], indptr[i + 1]):
+                        j = indices[p]
+                        for m in range(members):
+                            drift[j, m] += dl[m] * data[p]
+                for q in range(count):
+                    j = support[q]
+                    for m in range(members):
+                        state[j, m, _HD] = h[t, m] * (drift[j, m] + (lam + mu[m]) * state[j, m, _ANCHOR]
+                                                      + eta[m] * g[j, m])
+                for m in range(members):
+                    beta[m] = eta[m] + (lam + mu[m]) * alpha[m]
+        for q in range(count):
+            j = support[q]
+            for m in range(members):
+                out[j, m] += coef[t] * (state[j, m, _ANCHOR] - alpha[m] * g[j, m])
+        for m in range(members):
+            total_alpha[m] += coef[t] * alpha[m]
+    return total_alpha
