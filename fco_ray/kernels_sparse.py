@@ -84,6 +84,46 @@ def gradient_sum(data, indices, indptr, y, offsets, nodes, coef, w, out):
 _U, _ANCHOR, _HD, _HDC, _C, _LOG, _HS, _LAST = range(8)
 
 
+#: below this |x| `_expm1` sums its Taylor series to x^8 (truncation < x^8 / 9! |x| < 2^-58 |x|)
+EXPM1_SERIES = 2.0**-5
+#: below this c `_log1p_neg` sums its series to c^8 (truncation < c^8 / 9 < 2^-59 c)
+LOG1P_SERIES = 2.0**-7
+
+
+@njit(cache=CACHE, inline="always")
+def _expm1_series(x):
+    return x * (1.0 + x * (1.0 / 2 + x * (1.0 / 6 + x * (1.0 / 24 + x * (1.0 / 120 + x * (
+        1.0 / 720 + x * (1.0 / 5040 + x * (1.0 / 40320))))))))
+
+
+@njit(cache=CACHE, inline="always")
+def _log1p_neg_series(c):
+    return -c * (1.0 + c * (1.0 / 2 + c * (1.0 / 3 + c * (1.0 / 4 + c * (1.0 / 5 + c * (
+        1.0 / 6 + c * (1.0 / 7 + c * (1.0 / 8))))))))
+
+
+@njit(cache=CACHE, inline="always")
+def _expm1(x):
+    """expm1(x): its Taylor series for |x| < EXPM1_SERIES (within rounding), else
+    `math.expm1`. The lazy updates need it at every feature visit with
+    x = (skipped steps) * log1p(-c) and at every support feature at a pass's end, nearly
+    always small in E7 (c ~ h lam): a polynomial costs a few multiply-adds where the
+    library call costs tens of nanoseconds, and it vectorizes over a fused group. Every
+    kernel uses this same function, so a fused member repeats its own run's numbers."""
+    if abs(x) < EXPM1_SERIES:
+        return _expm1_series(x)
+    return math.expm1(x)
+
+
+@njit(cache=CACHE, inline="always")
+def _log1p_neg(c):
+    """log1p(-c): its series -sum c^k / k for |c| < LOG1P_SERIES (within rounding), else
+    `math.log1p` (see `_expm1`: once per feature of a node's support)."""
+    if abs(c) < LOG1P_SERIES:
+        return _log1p_neg_series(c)
+    return math.log1p(-c)
+
+
 @njit(cache=CACHE, inline="always")
 def _catch_up(state, j, steps):
     """Apply `steps` skipped steps u <- (1 - c) u - h drift to feature j at once:
@@ -91,7 +131,7 @@ def _catch_up(state, j, steps):
     if steps == 1:
         state[j, _U] = (1.0 - state[j, _C]) * state[j, _U] - state[j, _HD]
     elif steps > 1:
-        e = math.expm1(steps * state[j, _LOG])
+        e = _expm1(steps * state[j, _LOG])
         state[j, _U] = (1.0 + e) * state[j, _U] + state[j, _HDC] * e
 
 
@@ -142,7 +182,7 @@ def svrg_passes(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd,
                     state[j, _HD] = hk * (eta * g[j])
                     state[j, _HS] = hk * s
                     state[j, _C] = hk * (s * lam + mu)
-                    state[j, _LOG] = math.log1p(-state[j, _C])
+                    state[j, _LOG] = _log1p_neg(state[j, _C])
         alpha, beta = 0.0, eta  # off the support: a - w = alpha g, drift = beta g
         c0 = hk * (lam + mu)
         for ps in range(passes):
@@ -389,6 +429,12 @@ def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
 
 
 # ---- fused groups: G members (step sizes) in one pass over the data --------------------------
+#: members per call of a group kernel (callers pad a group to a multiple of LANES with
+#: copies of a member and call once per LANES members). The per-member loops are vectorized
+#: by LLVM's loop vectorizer, whose vector paths start at 4 iterations: 8 members run as two
+#: 4-wide vector steps, while 7 would run 4 + 3 scalar ones. (A compile-time count does not
+#: help: the loop is then fully unrolled, and numba leaves the SLP vectorizer off.)
+LANES = 8
 # A fused step-size group (fco_ray.fused) runs G configurations that visit the same samples
 # in the same order (randomness is keyed by node and position, never by configuration), so
 # one pass reads each nonzero once and updates G local models. Member arrays are
@@ -400,8 +446,8 @@ def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
 
 @njit(cache=CACHE, fastmath={"contract"})
 def gradient_sum_group(data, indices, indptr, y, offsets, nodes, coef, w, out):
-    """`gradient_sum` for G models at once: w, out are (d, G); out[:, g] += sum over nodes k
-    of coef[k] sum_{i in k} l'_i(<x_i, w[:, g]>) x_i."""
+    """`gradient_sum` for G (= LANES) models at once: w, out are (d, G); out[:, g] += sum over
+    nodes k of coef[k] sum_{i in k} l'_i(<x_i, w[:, g]>) x_i."""
     members = w.shape[1]
     z = np.empty(members)
     for t in range(nodes.size):
@@ -421,27 +467,58 @@ def gradient_sum_group(data, indices, indptr, y, offsets, nodes, coef, w, out):
 
 
 @njit(cache=CACHE, inline="always")
-def _catch_up_member(state, j, m, steps):
-    """`_catch_up` of member m of feature j (state (d, G, 8))."""
+def _catch_up_group(state, j, steps, e):
+    """`_catch_up` of feature j for every member (state (d, 8, G); `e` scratch (G,)): the
+    skipped steps are the same for all members, so the branch is taken once, and `_expm1`'s
+    series runs over all members at once (vectorized), its library call only for the
+    members outside the series' range."""
+    members = e.size
     if steps == 1:
-        state[j, m, _U] = (1.0 - state[j, m, _C]) * state[j, m, _U] - state[j, m, _HD]
+        for m in range(members):
+            state[j, _U, m] = (1.0 - state[j, _C, m]) * state[j, _U, m] - state[j, _HD, m]
     elif steps > 1:
-        e = math.expm1(steps * state[j, m, _LOG])
-        state[j, m, _U] = (1.0 + e) * state[j, m, _U] + state[j, m, _HDC] * e
+        outside = 0
+        for m in range(members):
+            x = steps * state[j, _LOG, m]
+            outside += not abs(x) < EXPM1_SERIES
+            e[m] = _expm1_series(x)
+        if outside:
+            for m in range(members):
+                x = steps * state[j, _LOG, m]
+                if not abs(x) < EXPM1_SERIES:
+                    e[m] = math.expm1(x)
+        for m in range(members):
+            state[j, _U, m] = (1.0 + e[m]) * state[j, _U, m] + state[j, _HDC, m] * e[m]
+
+
+@njit(cache=CACHE, inline="always")
+def _log1p_neg_group(state, j, members):
+    """state[j, _LOG, :] = `_log1p_neg`(state[j, _C, :]), the series vectorized."""
+    outside = 0
+    for m in range(members):
+        c = state[j, _C, m]
+        outside += not abs(c) < LOG1P_SERIES
+        state[j, _LOG, m] = _log1p_neg_series(c)
+    if outside:
+        for m in range(members):
+            c = state[j, _C, m]
+            if not abs(c) < LOG1P_SERIES:
+                state[j, _LOG, m] = math.log1p(-c)
 
 
 @njit(cache=CACHE, fastmath={"contract"})
 def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream,
                       replace, steps, h, coef, lam, mu, eta, passes, w, g, out):
-    """`svrg_passes` for G members at once, differing in the step h, mu and eta:
+    """`svrg_passes` for G = LANES members at once, differing in the step h, mu and eta:
     h is (nodes, G) (member m's h_k = h[t, m]), mu and eta (G,), w, g, out (d, G); returns
     alpha (G,), member m's `svrg_passes` result. The visiting order (one per node and pass)
     is drawn once for all members, and each visited nonzero is read once for all of them.
-    The step at which a feature was last caught up (`last`) is shared: every member visits
-    the same samples."""
+    The per-feature state is (d, 8, G), members innermost (their loops vectorize); the step
+    at which a feature was last caught up (`last`) is shared: every member visits the same
+    samples."""
     d, members = w.shape
     scaled = scale.size > 0
-    state = np.zeros((d, members, 8))  # _LAST unused here: `last` is shared
+    state = np.zeros((d, 8, members))  # column _LAST unused: `last` is shared
     last = np.zeros(d)
     drift = np.zeros((d, members))
     mark = np.full(d, -1, np.int64)
@@ -457,6 +534,7 @@ def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed
     z = np.empty(members)
     za = np.empty(members)
     dl = np.empty(members)
+    e = np.empty(members)
     for t in range(nodes.size):
         k = nodes[t]
         r0, r1 = offsets[k], offsets[k + 1]
@@ -472,11 +550,11 @@ def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed
                     s = scale[p] if scaled else 1.0
                     for m in range(members):
                         hk = h[t, m]
-                        state[j, m, _ANCHOR] = 0.0
-                        state[j, m, _HD] = hk * (eta[m] * g[j, m])
-                        state[j, m, _HS] = hk * s
-                        state[j, m, _C] = hk * (s * lam + mu[m])
-                        state[j, m, _LOG] = math.log1p(-state[j, m, _C])
+                        state[j, _ANCHOR, m] = 0.0
+                        state[j, _HD, m] = hk * (eta[m] * g[j, m])
+                        state[j, _HS, m] = hk * s
+                        state[j, _C, m] = hk * (s * lam + mu[m])
+                    _log1p_neg_group(state, j, members)
         for m in range(members):
             alpha[m], beta[m] = 0.0, eta[m]
             c0[m] = h[t, m] * (lam + mu[m])
@@ -486,65 +564,69 @@ def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed
                 j = support[q]
                 last[j] = 0.0
                 for m in range(members):
-                    state[j, m, _U] = 0.0
-                    state[j, m, _HDC] = state[j, m, _HD] / state[j, m, _C]
+                    state[j, _U, m] = 0.0
+                    state[j, _HDC, m] = state[j, _HD, m] / state[j, _C, m]
             for st in range(n_steps):
                 i = r0 + order[st]
-                z[:] = 0.0
-                za[:] = 0.0
+                for m in range(members):
+                    z[m] = 0.0
+                    za[m] = 0.0
                 for p in range(indptr[i], indptr[i + 1]):
                     j = indices[p]
-                    skipped = st - last[j]
+                    x = data[p]
+                    _catch_up_group(state, j, st - last[j], e)
                     for m in range(members):
-                        _catch_up_member(state, j, m, skipped)
-                        a = w[j, m] + state[j, m, _ANCHOR]
-                        za[m] += data[p] * a
-                        z[m] += data[p] * (a + state[j, m, _U])
+                        a = w[j, m] + state[j, _ANCHOR, m]
+                        za[m] += x * a
+                        z[m] += x * (a + state[j, _U, m])
                 for m in range(members):
                     dl[m] = _dloss(z[m], y[i]) - _dloss(za[m], y[i])
                 for p in range(indptr[i], indptr[i + 1]):
                     j = indices[p]
+                    x = data[p]
                     for m in range(members):
-                        state[j, m, _U] = ((1.0 - state[j, m, _C]) * state[j, m, _U]
-                                           - state[j, m, _HD] - state[j, m, _HS] * data[p] * dl[m])
+                        state[j, _U, m] = ((1.0 - state[j, _C, m]) * state[j, _U, m]
+                                           - state[j, _HD, m] - state[j, _HS, m] * x * dl[m])
                     last[j] = st + 1
             for q in range(count):
                 j = support[q]
+                _catch_up_group(state, j, n_steps - last[j], e)
                 for m in range(members):
-                    _catch_up_member(state, j, m, n_steps - last[j])
-                    state[j, m, _ANCHOR] += state[j, m, _U]
+                    state[j, _ANCHOR, m] += state[j, _U, m]
             for m in range(members):
-                hk = h[t, m]
-                alpha[m] += hk * beta[m] * math.expm1(n_steps * math.log1p(-c0[m])) / c0[m]
+                alpha[m] += h[t, m] * beta[m] * math.expm1(n_steps * math.log1p(-c0[m])) / c0[m]
             if ps + 1 < passes:  # DANE's next drift, as in `svrg_passes`
                 for q in range(count):
                     for m in range(members):
                         drift[support[q], m] = 0.0
                 for i in range(r0, r1):
-                    z[:] = 0.0
-                    za[:] = 0.0  # here: the margins at w
+                    for m in range(members):
+                        z[m] = 0.0
+                        za[m] = 0.0  # here: the margins at w
                     for p in range(indptr[i], indptr[i + 1]):
                         j = indices[p]
+                        x = data[p]
                         for m in range(members):
-                            za[m] += data[p] * w[j, m]
-                            z[m] += data[p] * (w[j, m] + state[j, m, _ANCHOR])
+                            za[m] += x * w[j, m]
+                            z[m] += x * (w[j, m] + state[j, _ANCHOR, m])
                     for m in range(members):
                         dl[m] = (_dloss(z[m], y[i]) - _dloss(za[m], y[i])) / size
                     for p in range(indptr[i], indptr[i + 1]):
                         j = indices[p]
+                        x = data[p]
                         for m in range(members):
-                            drift[j, m] += dl[m] * data[p]
+                            drift[j, m] += dl[m] * x
                 for q in range(count):
                     j = support[q]
                     for m in range(members):
-                        state[j, m, _HD] = h[t, m] * (drift[j, m] + (lam + mu[m]) * state[j, m, _ANCHOR]
+                        state[j, _HD, m] = h[t, m] * (drift[j, m] + (lam + mu[m]) * state[j, _ANCHOR, m]
                                                       + eta[m] * g[j, m])
                 for m in range(members):
                     beta[m] = eta[m] + (lam + mu[m]) * alpha[m]
         for q in range(count):
             j = support[q]
             for m in range(members):
-                out[j, m] += coef[t] * (state[j, m, _ANCHOR] - alpha[m] * g[j, m])
+                out[j, m] += coef[t] * (state[j, _ANCHOR, m] - alpha[m] * g[j, m])
         for m in range(members):
             total_alpha[m] += coef[t] * alpha[m]
     return total_alpha

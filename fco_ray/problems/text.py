@@ -104,6 +104,21 @@ def data_fingerprint(nodes: SparseNodes, lam: float) -> str:
     return digest.hexdigest()[:40]
 
 
+def _lane_blocks(members: int) -> list[np.ndarray]:
+    """Members in blocks of `kernels_sparse.LANES` for the group kernels; the last block is
+    padded with copies of its first member (computed, then dropped)."""
+    blocks = []
+    for start in range(0, members, K.LANES):
+        real = np.arange(start, min(start + K.LANES, members))
+        blocks.append(np.concatenate([real, np.full(K.LANES - len(real), start)]))
+    return blocks
+
+
+def _padding(lanes: np.ndarray) -> int:
+    """Padded entries at the end of a block of `_lane_blocks`."""
+    return int(np.sum(lanes[1:] == lanes[0]))
+
+
 def _ids(key: Key) -> np.ndarray:
     return np.ascontiguousarray(key.client_ids, np.uint64)
 
@@ -183,10 +198,12 @@ class SparseTextLogReg(Problem):
         coef = weights / self.node_sizes(rows)
         w = np.asarray(w, np.float64)
         if w.ndim == 2:
-            out = np.zeros((self.train.dim, w.shape[0]))
-            K.gradient_sum_group(*self._csr(), self.train.offsets, rows, coef,
-                                 np.ascontiguousarray(w.T), out)
-            out = out.T.copy()
+            out = np.empty_like(w)
+            for lanes in _lane_blocks(len(w)):
+                part = np.zeros((self.train.dim, K.LANES))
+                K.gradient_sum_group(*self._csr(), self.train.offsets, rows, coef,
+                                     np.ascontiguousarray(w[lanes].T), part)
+                out[lanes[:K.LANES - _padding(lanes)]] = part.T[:K.LANES - _padding(lanes)]
         else:
             out = np.zeros(self.train.dim)
             K.gradient_sum(*self._csr(), self.train.offsets, rows, coef, np.ascontiguousarray(w), out)
@@ -224,15 +241,18 @@ class SparseTextLogReg(Problem):
             members = w.shape[0]
             h = np.asarray(h, np.float64)
             h = np.broadcast_to(h[:, None] if h.ndim == 1 else h, (len(rows), members))
-            out = np.zeros((self.train.dim, members))
-            alpha = K.svrg_passes_group(
-                *common, np.ascontiguousarray(h), np.asarray(weights, np.float64), self.lam,
-                np.broadcast_to(np.asarray(mu, np.float64), (members,)).copy(),
-                np.broadcast_to(np.asarray(eta, np.float64), (members,)).copy(), int(passes),
-                np.ascontiguousarray(w.T), np.ascontiguousarray(g.T), out)
-            out = out.T.copy()
-            out += alpha[:, None] * g  # the coordinates off each node's support
-            return out
+            mu = np.broadcast_to(np.asarray(mu, np.float64), (members,))
+            eta = np.broadcast_to(np.asarray(eta, np.float64), (members,))
+            out = np.empty_like(w)
+            for lanes in _lane_blocks(members):
+                part = np.zeros((self.train.dim, K.LANES))
+                alpha = K.svrg_passes_group(
+                    *common, np.ascontiguousarray(h[:, lanes]), np.asarray(weights, np.float64),
+                    self.lam, mu[lanes].copy(), eta[lanes].copy(), int(passes),
+                    np.ascontiguousarray(w[lanes].T), np.ascontiguousarray(g[lanes].T), part)
+                real = K.LANES - _padding(lanes)
+                out[lanes[:real]] = part.T[:real] + alpha[:real, None] * g[lanes[:real]]
+            return out  # (the alpha term: the coordinates off each node's support)
         out = np.zeros(self.train.dim)
         alpha = K.svrg_passes(*common, np.asarray(h, np.float64), np.asarray(weights, np.float64),
                               self.lam, float(mu), float(eta), int(passes),
