@@ -55,8 +55,15 @@ def plan(sweep: dict, only: dict[str, list[float]],
 
 
 def run_all(args, sweep: dict, runs: list, done: set) -> None:
-    import fco_ray
-    from fco_ray.config import parse_problem
+    """Run the planned runs not yet in `args.out`: per (algorithm, twin) the step sizes as
+    ONE fused group (`fco_ray.fused.run_fused`: one pass over each node's data per exchange
+    for every step size; each member's rows equal its own run, tests/test_svrg_fused.py).
+    Member rows go to `<out>.progress` as they come (a cut run can still be reported);
+    a finished group appends one "run" line per member to `args.out`."""
+    from fco_ray.algorithms import ALGORITHMS
+    from fco_ray.backends import LocalBackend
+    from fco_ray.config import parse_problem, parse_run
+    from fco_ray.fused import run_fused
     from fco_ray.problems import build_problem
 
     problem_cfg = dict(sweep["problem"])
@@ -80,21 +87,51 @@ def run_all(args, sweep: dict, runs: list, done: set) -> None:
     if any(twin for _, _, twin in todo):
         problems[True] = build_problem(parse_problem({**problem_cfg, "reshuffle": True}), seed)
         problems[True].__dict__["optimum"] = opt  # the same samples: the same f and w*
+    groups: dict[tuple[str, bool], list] = {}
+    for name, h, twin in todo:
+        groups.setdefault((name, twin), []).append(h)
+    progress = Path(str(args.out) + ".progress")
     with open(args.out, "a") as f:
         f.write(json.dumps(header) + "\n")
-        for name, h, twin in todo:
-            algorithm = {"name": name} if h is None else {"name": name, "client_lr": h}
-            cfg = {"algorithm": algorithm, "rounds": rounds, "eval_every": 1, "seed": seed}
+        for (name, twin), steps in groups.items():
+            configs = [parse_run({"problem": {"name": "custom"}, "rounds": rounds, "eval_every": 1,
+                                  "seed": seed, "algorithm": {"name": name} if h is None
+                                  else {"name": name, "client_lr": h}}) for h in steps]
+            algorithms = [ALGORITHMS[name](c.algorithm) for c in configs]
+            label = name + ("R" if twin else "")
             start = time.perf_counter()
-            df = fco_ray.run(cfg, problem=problems[twin])
-            line = {"kind": "run", "key": [name, h, twin], "algorithm": name + ("R" if twin else ""),
-                    "h": h, "status": df.attrs["status"], "seconds": time.perf_counter() - start,
-                    "load": os.getloadavg()[0],
-                    **{k: df[k].tolist() for k in ("round", "train_loss", "suboptimality", "test_error")}}
-            f.write(json.dumps(line) + "\n")
-            f.flush()
-            print(f"{line['algorithm']:12s} h={h} {line['status']} {line['seconds']:.0f}s "
-                  f"f-f*={line['suboptimality'][-1]:.3g} test={line['test_error'][-1]:.4f}", flush=True)
+
+            def on_round(rnd, rows, ended, label=label, steps=steps, start=start):
+                with open(progress, "a") as p:
+                    for i, row in rows.items():
+                        p.write(json.dumps({"algorithm": label, "h": steps[i], **row}) + "\n")
+                print(f"{label} round {rnd}: {time.perf_counter() - start:.0f} s, load "
+                      f"{os.getloadavg()[0]:.1f}" + (f", ended {[steps[i] for i in ended]}" if ended else ""),
+                      flush=True)
+
+            backend = LocalBackend(problems[twin])
+            if len(algorithms) > 1:
+                results = run_fused(problems[twin], algorithms, backend, rounds=rounds, eval_every=1,
+                                    seed=seed, divergence=configs[0].divergence, on_round=on_round)
+            else:
+                from fco_ray.engine import run_rounds
+
+                results = [run_rounds(problems[twin], algorithms[0], backend, rounds=rounds,
+                                      eval_every=1, seed=seed, divergence=configs[0].divergence,
+                                      on_eval=lambda row: on_round(row["round"], {0: row}, []))]
+            seconds = time.perf_counter() - start
+            for h, result in zip(steps, results):
+                records = result.records
+                line = {"kind": "run", "key": [name, h, twin], "algorithm": label, "h": h,
+                        "status": result.status, "seconds": seconds, "group": len(steps),
+                        "load": os.getloadavg()[0],
+                        **{k: [r[k] for r in records] for k in ("round", "train_loss",
+                                                                 "suboptimality", "test_error")}}
+                f.write(json.dumps(line) + "\n")
+                f.flush()
+                print(f"{label:12s} h={h} {line['status']} f-f*={line['suboptimality'][-1]:.3g} "
+                      f"test={line['test_error'][-1]:.4f}", flush=True)
+            print(f"{label}: {len(steps)} step sizes fused, {seconds:.0f} s", flush=True)
 
 
 def best_runs(lines: list[dict]) -> dict[str, dict]:

@@ -102,16 +102,33 @@ def _log1p_neg_series(c):
         1.0 / 6 + c * (1.0 / 7 + c * (1.0 / 8))))))))
 
 
+#: below this |x| `_expm1` halves x five times into the series range and doubles back
+EXPM1_HALVED = 32 * EXPM1_SERIES
+
+
+@njit(cache=CACHE, inline="always")
+def _expm1_halved(x):
+    """expm1(x) for |x| < EXPM1_HALVED: the series at x / 32, then five times
+    expm1(2y) = expm1(y) (2 + expm1(y)) (each doubling adds about one rounding)."""
+    e = _expm1_series(x * (1.0 / 32))
+    for _ in range(5):
+        e = e * (2.0 + e)
+    return e
+
+
 @njit(cache=CACHE, inline="always")
 def _expm1(x):
-    """expm1(x): its Taylor series for |x| < EXPM1_SERIES (within rounding), else
-    `math.expm1`. The lazy updates need it at every feature visit with
-    x = (skipped steps) * log1p(-c) and at every support feature at a pass's end, nearly
-    always small in E7 (c ~ h lam): a polynomial costs a few multiply-adds where the
-    library call costs tens of nanoseconds, and it vectorizes over a fused group. Every
-    kernel uses this same function, so a fused member repeats its own run's numbers."""
+    """expm1(x): its Taylor series for |x| < EXPM1_SERIES (within rounding), `_expm1_halved`
+    below EXPM1_HALVED (within a few roundings), else `math.expm1`. The lazy updates need
+    it at every feature visit with x = (skipped steps) * log1p(-c) and at every support
+    feature at a pass's end, nearly always small in E7 (c ~ h lam): a polynomial costs a
+    few multiply-adds where the library call costs tens of nanoseconds, and it vectorizes
+    over a fused group. Every kernel uses this same function, so a fused member repeats
+    its own run's numbers."""
     if abs(x) < EXPM1_SERIES:
         return _expm1_series(x)
+    if abs(x) < EXPM1_HALVED:
+        return _expm1_halved(x)
     return math.expm1(x)
 
 
@@ -478,14 +495,14 @@ def _catch_up_group(state, j, steps, e):
             state[j, _U, m] = (1.0 - state[j, _C, m]) * state[j, _U, m] - state[j, _HD, m]
     elif steps > 1:
         outside = 0
-        for m in range(members):
+        for m in range(members):  # the two polynomial cases of `_expm1`, as selects
             x = steps * state[j, _LOG, m]
-            outside += not abs(x) < EXPM1_SERIES
-            e[m] = _expm1_series(x)
+            outside += not abs(x) < EXPM1_HALVED
+            e[m] = _expm1_series(x) if abs(x) < EXPM1_SERIES else _expm1_halved(x)
         if outside:
             for m in range(members):
                 x = steps * state[j, _LOG, m]
-                if not abs(x) < EXPM1_SERIES:
+                if not abs(x) < EXPM1_HALVED:
                     e[m] = math.expm1(x)
         for m in range(members):
             state[j, _U, m] = (1.0 + e[m]) * state[j, _U, m] + state[j, _HDC, m] * e[m]
@@ -506,27 +523,39 @@ def _log1p_neg_group(state, j, members):
                 state[j, _LOG, m] = math.log1p(-c)
 
 
+_AW = _LAST  # in the group kernel: w + anchor (`last` is shared there, one per feature)
+
+
 @njit(cache=CACHE, fastmath={"contract"})
 def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream,
                       replace, steps, h, coef, lam, mu, eta, passes, w, g, out):
-    """`svrg_passes` for G = LANES members at once, differing in the step h, mu and eta:
+    """`svrg_passes` for G members at once (G = LANES), differing in the step h, mu and eta:
     h is (nodes, G) (member m's h_k = h[t, m]), mu and eta (G,), w, g, out (d, G); returns
-    alpha (G,), member m's `svrg_passes` result. The visiting order (one per node and pass)
-    is drawn once for all members, and each visited nonzero is read once for all of them.
-    The per-feature state is (d, 8, G), members innermost (their loops vectorize); the step
-    at which a feature was last caught up (`last`) is shared: every member visits the same
-    samples."""
+    alpha (G,), member m's `svrg_passes` result, computed with the same operations.
+
+    One visiting order per node and pass serves all members, and each visited nonzero is
+    read once for all of them. A node's support features get local slots 0..count-1
+    (`slot`, and `nz_slot` per stored nonzero of the node), so the node's state is one
+    contiguous block (count, 8, G), members innermost (vectorized loops); the step at which
+    a feature was last caught up (`last`) is shared: every member visits the same samples.
+    `max_log[q]` = max over members of |log1p(-c)|: when (skipped steps) * max_log is in the
+    series range of `_expm1`, every member's catch-up is that series, without branches."""
     d, members = w.shape
     scaled = scale.size > 0
-    state = np.zeros((d, 8, members))  # column _LAST unused: `last` is shared
+    state = np.zeros((d, 8, members))  # by local slot; column _AW = w + anchor
     last = np.zeros(d)
+    max_log = np.zeros(d)
     drift = np.zeros((d, members))
-    mark = np.full(d, -1, np.int64)
+    slot = np.full(d, -1, np.int64)
     support = np.empty(d, np.int64)
     longest = 0
+    most_nz = 0
     for t in range(nodes.size):
-        longest = max(longest, max(steps[t], offsets[nodes[t] + 1] - offsets[nodes[t]]))
+        k = nodes[t]
+        longest = max(longest, max(steps[t], offsets[k + 1] - offsets[k]))
+        most_nz = max(most_nz, indptr[offsets[k + 1]] - indptr[offsets[k]])
     order = np.empty(longest, np.int64)
+    nz_slot = np.empty(most_nz, np.int64)
     total_alpha = np.zeros(members)
     alpha = np.empty(members)
     beta = np.empty(members)
@@ -538,95 +567,122 @@ def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed
     for t in range(nodes.size):
         k = nodes[t]
         r0, r1 = offsets[k], offsets[k + 1]
+        p0 = indptr[r0]
         size, n_steps = r1 - r0, steps[t]
         count = 0
         for i in range(r0, r1):
             for p in range(indptr[i], indptr[i + 1]):
                 j = indices[p]
-                if mark[j] != t:
-                    mark[j] = t
+                if slot[j] < 0:
+                    slot[j] = count
                     support[count] = j
+                    q = count
                     count += 1
                     s = scale[p] if scaled else 1.0
                     for m in range(members):
                         hk = h[t, m]
-                        state[j, _ANCHOR, m] = 0.0
-                        state[j, _HD, m] = hk * (eta[m] * g[j, m])
-                        state[j, _HS, m] = hk * s
-                        state[j, _C, m] = hk * (s * lam + mu[m])
-                    _log1p_neg_group(state, j, members)
+                        state[q, _ANCHOR, m] = 0.0
+                        state[q, _AW, m] = w[j, m] + 0.0
+                        state[q, _HD, m] = hk * (eta[m] * g[j, m])
+                        state[q, _HS, m] = hk * s
+                        state[q, _C, m] = hk * (s * lam + mu[m])
+                    _log1p_neg_group(state, q, members)
+                    top = 0.0
+                    for m in range(members):
+                        top = max(top, abs(state[q, _LOG, m]))
+                    max_log[q] = top
+                nz_slot[p - p0] = slot[j]
         for m in range(members):
             alpha[m], beta[m] = 0.0, eta[m]
             c0[m] = h[t, m] * (lam + mu[m])
         for ps in range(passes):
             _order(key_prefix(seed, rnd, ps, stream), ids[t], size, n_steps, replace, order)
             for q in range(count):
-                j = support[q]
-                last[j] = 0.0
+                last[q] = 0.0
                 for m in range(members):
-                    state[j, _U, m] = 0.0
-                    state[j, _HDC, m] = state[j, _HD, m] / state[j, _C, m]
+                    state[q, _U, m] = 0.0
+                    state[q, _HDC, m] = state[q, _HD, m] / state[q, _C, m]
             for st in range(n_steps):
                 i = r0 + order[st]
                 for m in range(members):
                     z[m] = 0.0
                     za[m] = 0.0
                 for p in range(indptr[i], indptr[i + 1]):
-                    j = indices[p]
+                    q = nz_slot[p - p0]
                     x = data[p]
-                    _catch_up_group(state, j, st - last[j], e)
-                    for m in range(members):
-                        a = w[j, m] + state[j, _ANCHOR, m]
-                        za[m] += x * a
-                        z[m] += x * (a + state[j, _U, m])
+                    skipped = st - last[q]
+                    if skipped == 1:
+                        for m in range(members):
+                            u = (1.0 - state[q, _C, m]) * state[q, _U, m] - state[q, _HD, m]
+                            state[q, _U, m] = u
+                            a = state[q, _AW, m]
+                            za[m] += x * a
+                            z[m] += x * (a + u)
+                    elif skipped > 1 and skipped * max_log[q] < EXPM1_SERIES:
+                        for m in range(members):
+                            ex = _expm1_series(skipped * state[q, _LOG, m])
+                            u = (1.0 + ex) * state[q, _U, m] + state[q, _HDC, m] * ex
+                            state[q, _U, m] = u
+                            a = state[q, _AW, m]
+                            za[m] += x * a
+                            z[m] += x * (a + u)
+                    else:
+                        _catch_up_group(state, q, skipped, e)
+                        for m in range(members):
+                            a = state[q, _AW, m]
+                            za[m] += x * a
+                            z[m] += x * (a + state[q, _U, m])
                 for m in range(members):
                     dl[m] = _dloss(z[m], y[i]) - _dloss(za[m], y[i])
                 for p in range(indptr[i], indptr[i + 1]):
-                    j = indices[p]
+                    q = nz_slot[p - p0]
                     x = data[p]
                     for m in range(members):
-                        state[j, _U, m] = ((1.0 - state[j, _C, m]) * state[j, _U, m]
-                                           - state[j, _HD, m] - state[j, _HS, m] * x * dl[m])
-                    last[j] = st + 1
+                        state[q, _U, m] = ((1.0 - state[q, _C, m]) * state[q, _U, m]
+                                           - state[q, _HD, m] - state[q, _HS, m] * x * dl[m])
+                    last[q] = st + 1
             for q in range(count):
                 j = support[q]
-                _catch_up_group(state, j, n_steps - last[j], e)
+                _catch_up_group(state, q, n_steps - last[q], e)
                 for m in range(members):
-                    state[j, _ANCHOR, m] += state[j, _U, m]
+                    state[q, _ANCHOR, m] += state[q, _U, m]
+                    state[q, _AW, m] = w[j, m] + state[q, _ANCHOR, m]
             for m in range(members):
                 alpha[m] += h[t, m] * beta[m] * math.expm1(n_steps * math.log1p(-c0[m])) / c0[m]
             if ps + 1 < passes:  # DANE's next drift, as in `svrg_passes`
                 for q in range(count):
                     for m in range(members):
-                        drift[support[q], m] = 0.0
+                        drift[q, m] = 0.0
                 for i in range(r0, r1):
                     for m in range(members):
                         z[m] = 0.0
                         za[m] = 0.0  # here: the margins at w
                     for p in range(indptr[i], indptr[i + 1]):
+                        q = nz_slot[p - p0]
                         j = indices[p]
                         x = data[p]
                         for m in range(members):
                             za[m] += x * w[j, m]
-                            z[m] += x * (w[j, m] + state[j, _ANCHOR, m])
+                            z[m] += x * state[q, _AW, m]
                     for m in range(members):
                         dl[m] = (_dloss(z[m], y[i]) - _dloss(za[m], y[i])) / size
                     for p in range(indptr[i], indptr[i + 1]):
-                        j = indices[p]
+                        q = nz_slot[p - p0]
                         x = data[p]
                         for m in range(members):
-                            drift[j, m] += dl[m] * x
+                            drift[q, m] += dl[m] * x
                 for q in range(count):
                     j = support[q]
                     for m in range(members):
-                        state[j, _HD, m] = h[t, m] * (drift[j, m] + (lam + mu[m]) * state[j, _ANCHOR, m]
+                        state[q, _HD, m] = h[t, m] * (drift[q, m] + (lam + mu[m]) * state[q, _ANCHOR, m]
                                                       + eta[m] * g[j, m])
                 for m in range(members):
                     beta[m] = eta[m] + (lam + mu[m]) * alpha[m]
         for q in range(count):
             j = support[q]
+            slot[j] = -1
             for m in range(members):
-                out[j, m] += coef[t] * (state[j, _ANCHOR, m] - alpha[m] * g[j, m])
+                out[j, m] += coef[t] * (state[q, _ANCHOR, m] - alpha[m] * g[j, m])
         for m in range(members):
             total_alpha[m] += coef[t] * alpha[m]
     return total_alpha
