@@ -94,7 +94,8 @@ def run_all(args, sweep: dict, runs: list, done: set) -> None:
     with open(args.out, "a") as f:
         f.write(json.dumps(header) + "\n")
         for (name, twin), steps in groups.items():
-            configs = [parse_run({"problem": {"name": "custom"}, "rounds": rounds, "eval_every": 1,
+            configs = [parse_run({"problem": {"name": "custom"}, "rounds": rounds,
+                                  "eval_every": args.eval_every,
                                   "seed": seed, "algorithm": {"name": name} if h is None
                                   else {"name": name, "client_lr": h}}) for h in steps]
             algorithms = [ALGORITHMS[name](c.algorithm) for c in configs]
@@ -111,13 +112,14 @@ def run_all(args, sweep: dict, runs: list, done: set) -> None:
 
             backend = LocalBackend(problems[twin])
             if len(algorithms) > 1:
-                results = run_fused(problems[twin], algorithms, backend, rounds=rounds, eval_every=1,
+                results = run_fused(problems[twin], algorithms, backend, rounds=rounds,
+                                    eval_every=args.eval_every,
                                     seed=seed, divergence=configs[0].divergence, on_round=on_round)
             else:
                 from fco_ray.engine import run_rounds
 
                 results = [run_rounds(problems[twin], algorithms[0], backend, rounds=rounds,
-                                      eval_every=1, seed=seed, divergence=configs[0].divergence,
+                                      eval_every=args.eval_every, seed=seed, divergence=configs[0].divergence,
                                       on_eval=lambda row: on_round(row["round"], {0: row}, []))]
             seconds = time.perf_counter() - start
             for h, result in zip(steps, results):
@@ -223,6 +225,7 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=[], help="name=h1,h2 (a subset of the grid)")
     ap.add_argument("--twin", nargs="*", type=float, default=[], help="FSVRGR step sizes")
     ap.add_argument("--rounds", type=int, default=0, help="0: the sweep file's")
+    ap.add_argument("--eval-every", type=int, default=1, help="metrics every this many rounds")
     ap.add_argument("--out", default=str(ROOT / "results" / "e7_fig2.jsonl"))
     ap.add_argument("--figures", default=str(ROOT / "results"))
     ap.add_argument("--plot-only", action="store_true")

@@ -446,12 +446,15 @@ def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
 
 
 # ---- fused groups: G members (step sizes) in one pass over the data --------------------------
-#: members per call of a group kernel (callers pad a group to a multiple of LANES with
-#: copies of a member and call once per LANES members). The per-member loops are vectorized
-#: by LLVM's loop vectorizer, whose vector paths start at 4 iterations: 8 members run as two
-#: 4-wide vector steps, while 7 would run 4 + 3 scalar ones. (A compile-time count does not
-#: help: the loop is then fully unrolled, and numba leaves the SLP vectorizer off.)
-LANES = 8
+#: members per call of a group kernel: at most GROUP_BLOCK, padded to a multiple of LANES
+#: (callers pad with copies of a member, computed and dropped). The per-member loops are
+#: vectorized by LLVM's loop vectorizer, whose vector paths start at 4 iterations: 8
+#: members run as two 4-wide vector steps, while 7 would run 4 + 3 scalar ones. (A
+#: compile-time count does not help: the loop is then fully unrolled, and numba leaves the
+#: SLP vectorizer off.) Larger blocks read the data fewer times but hold a larger state per
+#: node (8 doubles per support feature and member).
+LANES = 4
+GROUP_BLOCK = 8
 # A fused step-size group (fco_ray.fused) runs G configurations that visit the same samples
 # in the same order (randomness is keyed by node and position, never by configuration), so
 # one pass reads each nonzero once and updates G local models. Member arrays are
@@ -463,7 +466,7 @@ LANES = 8
 
 @njit(cache=CACHE, fastmath={"contract"})
 def gradient_sum_group(data, indices, indptr, y, offsets, nodes, coef, w, out):
-    """`gradient_sum` for G (= LANES) models at once: w, out are (d, G); out[:, g] += sum over
+    """`gradient_sum` for G models at once (G a multiple of LANES): w, out are (d, G); out[:, g] += sum over
     nodes k of coef[k] sum_{i in k} l'_i(<x_i, w[:, g]>) x_i."""
     members = w.shape[1]
     z = np.empty(members)
@@ -529,7 +532,7 @@ _AW = _LAST  # in the group kernel: w + anchor (`last` is shared there, one per 
 @njit(cache=CACHE, fastmath={"contract"})
 def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream,
                       replace, steps, h, coef, lam, mu, eta, passes, w, g, out):
-    """`svrg_passes` for G members at once (G = LANES), differing in the step h, mu and eta:
+    """`svrg_passes` for G members at once (G a multiple of LANES), differing in the step h, mu and eta:
     h is (nodes, G) (member m's h_k = h[t, m]), mu and eta (G,), w, g, out (d, G); returns
     alpha (G,), member m's `svrg_passes` result, computed with the same operations.
 

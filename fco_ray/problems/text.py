@@ -104,19 +104,16 @@ def data_fingerprint(nodes: SparseNodes, lam: float) -> str:
     return digest.hexdigest()[:40]
 
 
-def _lane_blocks(members: int) -> list[np.ndarray]:
-    """Members in blocks of `kernels_sparse.LANES` for the group kernels; the last block is
-    padded with copies of its first member (computed, then dropped)."""
+def _lane_blocks(members: int) -> list[tuple[np.ndarray, int]]:
+    """Members in blocks of at most `kernels_sparse.GROUP_BLOCK` for the group kernels, as
+    (member indices, real count); a block is padded to a multiple of `kernels_sparse.LANES`
+    with copies of its first member (computed, then dropped)."""
     blocks = []
-    for start in range(0, members, K.LANES):
-        real = np.arange(start, min(start + K.LANES, members))
-        blocks.append(np.concatenate([real, np.full(K.LANES - len(real), start)]))
+    for start in range(0, members, K.GROUP_BLOCK):
+        real = np.arange(start, min(start + K.GROUP_BLOCK, members))
+        pad = -len(real) % K.LANES
+        blocks.append((np.concatenate([real, np.full(pad, start)]), len(real)))
     return blocks
-
-
-def _padding(lanes: np.ndarray) -> int:
-    """Padded entries at the end of a block of `_lane_blocks`."""
-    return int(np.sum(lanes[1:] == lanes[0]))
 
 
 def _ids(key: Key) -> np.ndarray:
@@ -199,11 +196,11 @@ class SparseTextLogReg(Problem):
         w = np.asarray(w, np.float64)
         if w.ndim == 2:
             out = np.empty_like(w)
-            for lanes in _lane_blocks(len(w)):
-                part = np.zeros((self.train.dim, K.LANES))
+            for lanes, real in _lane_blocks(len(w)):
+                part = np.zeros((self.train.dim, len(lanes)))
                 K.gradient_sum_group(*self._csr(), self.train.offsets, rows, coef,
                                      np.ascontiguousarray(w[lanes].T), part)
-                out[lanes[:K.LANES - _padding(lanes)]] = part.T[:K.LANES - _padding(lanes)]
+                out[lanes[:real]] = part.T[:real]
         else:
             out = np.zeros(self.train.dim)
             K.gradient_sum(*self._csr(), self.train.offsets, rows, coef, np.ascontiguousarray(w), out)
@@ -244,13 +241,12 @@ class SparseTextLogReg(Problem):
             mu = np.broadcast_to(np.asarray(mu, np.float64), (members,))
             eta = np.broadcast_to(np.asarray(eta, np.float64), (members,))
             out = np.empty_like(w)
-            for lanes in _lane_blocks(members):
-                part = np.zeros((self.train.dim, K.LANES))
+            for lanes, real in _lane_blocks(members):
+                part = np.zeros((self.train.dim, len(lanes)))
                 alpha = K.svrg_passes_group(
                     *common, np.ascontiguousarray(h[:, lanes]), np.asarray(weights, np.float64),
                     self.lam, mu[lanes].copy(), eta[lanes].copy(), int(passes),
                     np.ascontiguousarray(w[lanes].T), np.ascontiguousarray(g[lanes].T), part)
-                real = K.LANES - _padding(lanes)
                 out[lanes[:real]] = part.T[:real] + alpha[:real, None] * g[lanes[:real]]
             return out  # (the alpha term: the coordinates off each node's support)
         out = np.zeros(self.train.dim)
