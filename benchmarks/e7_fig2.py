@@ -48,7 +48,10 @@ def plan(sweep: dict, only: dict[str, list[float]],
     grid = sweep.get("search", {}).get("grid", {}).get("algorithm.client_lr", [None])
     runs = []
     for name in sweep["algorithms"]:
-        steps = [None] if name == "cocoa_plus" else only.get(name, grid)
+        if name == "cocoa_plus":  # no step size: one run, unless `--only cocoa_plus=`
+            steps = [] if only.get(name, None) == [] else [None]
+        else:
+            steps = only.get(name, grid)
         runs += [(name, None if h is None else float(h), False) for h in steps]
     runs += [("fsvrg", float(h), True) for h in twin]
     return runs

@@ -18,6 +18,9 @@ affine with constant coefficients, u <- (1 - c) u - b, so m skipped steps are ap
 u_m = (1 - c)^m u - b (1 - (1 - c)^m) / c, with (1 - c)^m = 1 + expm1(m log1p(-c)) (accurate
 for the tiny c = h lam of E7).
 
+Fused groups (`*_group`): G members (step sizes) of one method in one pass over the data,
+member arrays feature-major (d, G); see the section's comment below.
+
 Compiled on first use and cached on disk where that is possible (`kernels.CACHE`), like `fco_ray.kernels`.
 Tests: tests/test_svrg.py (against per-sample dense reference loops and the formulas).
 """
@@ -459,9 +462,10 @@ GROUP_BLOCK = 8
 # in the same order (randomness is keyed by node and position, never by configuration), so
 # one pass reads each nonzero once and updates G local models. Member arrays are
 # feature-major, (d, G): the G values of a feature are adjacent, one cache line for small G.
-# Each member does exactly the floating-point operations of its own call of the kernels
-# above (tests/test_svrg.py checks equality to 1e-12), so a member that blows up only fills
-# its own column with inf / nan.
+# Each member evaluates the formulas of its own call of the kernels above, with the same
+# `_expm1` / `_log1p_neg` (tests/test_svrg_fused.py: equal to 1e-12; the vectorized code may
+# place fused multiply-adds differently, a few ulps), and no member's numbers enter
+# another's, so a member that blows up only fills its own column with inf / nan.
 
 
 @njit(cache=CACHE, fastmath={"contract"})
