@@ -129,6 +129,7 @@ def run_all(args, sweep: dict, runs: list, done: set) -> None:
                 records = result.records
                 line = {"kind": "run", "key": [name, h, twin], "algorithm": label, "h": h,
                         "status": result.status, "seconds": seconds, "group": len(steps),
+                        "rounds": rounds, "eval_every": args.eval_every,
                         "load": os.getloadavg()[0],
                         **{k: [r[k] for r in records] for k in ("round", "train_loss",
                                                                  "suboptimality", "test_error")}}
@@ -139,11 +140,32 @@ def run_all(args, sweep: dict, runs: list, done: set) -> None:
             print(f"{label}: {len(steps)} step sizes fused, {seconds:.0f} s", flush=True)
 
 
+def cut_runs(progress: Path, lines: list[dict], seconds_per_round: dict[str, float]) -> list[dict]:
+    """"run" lines, status "cut", for the members of a group stopped before its last round,
+    from the rows its `.progress` file holds (members with a finished run are left out)."""
+    finished = {(r["algorithm"], r["h"]) for r in lines if r["kind"] == "run"}
+    rows: dict[tuple, list] = {}
+    for s in progress.read_text().splitlines():
+        row = json.loads(s)
+        rows.setdefault((row["algorithm"], row["h"]), []).append(row)
+    out = []
+    for (label, h), member in rows.items():
+        if (label, h) in finished:
+            continue
+        rounds = max(r["round"] for r in member)
+        out.append({"kind": "run", "key": [label, h, label.endswith("R")], "algorithm": label,
+                    "h": h, "status": "cut", "rounds": rounds, "group": 0,
+                    "seconds": seconds_per_round.get(label, float("nan")) * rounds,
+                    **{k: [r[k] for r in member] for k in ("round", "train_loss", "suboptimality",
+                                                          "test_error")}})
+    return out
+
+
 def best_runs(lines: list[dict]) -> dict[str, dict]:
     """Per method, the run with the lowest final suboptimality among finished runs."""
     best = {}
     for r in lines:
-        if r["status"] != "finished":
+        if r["status"] not in ("finished", "cut"):
             continue
         old = best.get(r["algorithm"])
         if old is None or r["suboptimality"][-1] < old["suboptimality"][-1]:
@@ -185,7 +207,7 @@ def figures(lines: list[dict], header: dict, folder: Path) -> None:
     for m in ("fsvrg", "gd", "fsvrg_naive", "dane"):
         runs = sorted((r for r in lines if r["algorithm"] == m and r["h"] is not None), key=lambda r: r["h"])
         if runs:
-            final = [r["suboptimality"][-1] if r["status"] == "finished" else np.nan for r in runs]
+            final = [r["suboptimality"][-1] if r["status"] in ("finished", "cut") else np.nan for r in runs]
             ax.plot([r["h"] for r in runs], final, "o-", label=label[m])
     if "cocoa_plus" in best:
         ax.axhline(best["cocoa_plus"]["suboptimality"][-1], color="gray", ls=":", label="CoCoA+ (no step)")
@@ -202,10 +224,13 @@ def figures(lines: list[dict], header: dict, folder: Path) -> None:
 
 def table(lines: list[dict], header: dict) -> str:
     """Markdown: one row per run, methods in the figures' order, step sizes ascending."""
-    at = (1, 5, 10, 20, 30, 50)
+    present = {k for r in lines for k in r["round"]}
+    at = [k for k in (1, 2, 5, 10, 20, 30, 50, 100, 150, 200) if k in present]
+    at_err = [k for k in (10, 30, 50, 100, 150) if k in present]
     target = header["opt_test_error"] + 0.01
     rows = ["| method | h | rounds to test error <= OPT + 0.01 | "
-            + " | ".join(f"f - f* @ {r}" for r in at) + " | test error @ 10 / 30 / 50 | status | s / round |",
+            + " | ".join(f"f - f* @ {r}" for r in at)
+            + f" | test error @ {' / '.join(map(str, at_err))} | status | s / round (group) |",
             "|---|---:|---:|" + "---:|" * len(at) + "---|---|---:|"]
     rank = {m: i for i, m in enumerate(("fsvrg", "fsvrgR", "gd", "fsvrg_naive", "dane", "cocoa_plus"))}
     for r in sorted(lines, key=lambda r: (rank.get(r["algorithm"], 9), r["h"] or 0)):
@@ -213,12 +238,14 @@ def table(lines: list[dict], header: dict) -> str:
         err = dict(zip(r["round"], r["test_error"]))
         hit = [k for k, e in zip(r["round"], r["test_error"]) if e <= target]
         cells = [f"{sub[k]:.3g}" if k in sub else "-" for k in at]
-        errs = " / ".join(f"{err[k]:.4f}" if k in err else "-" for k in (10, 30, 50))
+        errs = " / ".join(f"{err[k]:.4f}" if k in err else "-" for k in at_err)
         rounds = max(r["round"])
+        planned = r.get("rounds", rounds)
         h = "-" if r["h"] is None else f"{r['h']:g}"
         rows.append(f"| {r['algorithm']} | {h} | "
                     f"{hit[0] if hit else f'> {rounds}'} | " + " | ".join(cells)
-                    + f" | {errs} | {r['status']} | {r['seconds'] / max(rounds, 1):.1f} |")
+                    + f" | {errs} | {r['status']} | {r['seconds'] / max(planned, 1):.1f}"
+                    + (f" ({r['group']})" if r.get("group", 1) > 1 else "") + " |")
     return "\n".join(rows)
 
 
@@ -232,14 +259,25 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "results" / "e7_fig2.jsonl"))
     ap.add_argument("--figures", default=str(ROOT / "results"))
     ap.add_argument("--plot-only", action="store_true")
+    ap.add_argument("--also", nargs="*", default=[], help="more result files for the table and figures")
+    ap.add_argument("--cut", nargs=2, action="append", default=[], metavar=("PROGRESS", "SECONDS"),
+                    help="a .progress file of a group stopped early, and its measured seconds "
+                         "per round as method=s,... (its rows so far enter as status 'cut')")
     args = ap.parse_args()
     sweep = yaml.safe_load(Path(args.sweep).read_text())
     out = Path(args.out)
     lines = [json.loads(s) for s in out.read_text().splitlines()] if out.is_file() else []
+    for extra in args.also:  # other runs' files (e.g. a second process), for the table and figures
+        lines += [json.loads(s) for s in Path(extra).read_text().splitlines()]
     done = {json.dumps(r["key"]) for r in lines if r["kind"] == "run"}
     if not args.plot_only:
         run_all(args, sweep, plan(sweep, parse_only(args.only), args.twin), done)
         lines = [json.loads(s) for s in out.read_text().splitlines()]
+        for extra in args.also:
+            lines += [json.loads(s) for s in Path(extra).read_text().splitlines()]
+    for progress, per_round in args.cut:  # groups stopped early: their rows so far
+        lines += cut_runs(Path(progress), lines, {k: float(v) for k, v in
+                                                  (x.split("=") for x in per_round.split(","))})
     headers = [r for r in lines if r["kind"] == "problem"]
     runs = [r for r in lines if r["kind"] == "run"]
     if headers and runs:

@@ -68,7 +68,7 @@ def _dloss(z, y):
     return -y / (1.0 + math.exp(y * z))
 
 
-@njit(cache=CACHE, fastmath={"contract"})
+@njit(cache=CACHE)  # no FMA contraction: see EXACT below
 def gradient_sum(data, indices, indptr, y, offsets, nodes, coef, w, out):
     """out += sum over nodes k of coef[k] sum_{i in k} l'_i(<x_i, w>) x_i."""
     for t in range(nodes.size):
@@ -155,7 +155,7 @@ def _catch_up(state, j, steps):
         state[j, _U] = (1.0 + e) * state[j, _U] + state[j, _HDC] * e
 
 
-@njit(cache=CACHE, fastmath={"contract"})
+@njit(cache=CACHE)  # no FMA contraction: see EXACT below
 def svrg_passes(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream, replace,
                 steps, h, coef, lam, mu, eta, passes, w, g, out):
     """Local SVRG-type passes of every node; out += sum_k coef[k] (w_k - w) on the supports,
@@ -449,6 +449,11 @@ def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
 
 
 # ---- fused groups: G members (step sizes) in one pass over the data --------------------------
+# EXACT: the single and group kernels are compiled without fast-math contraction, so that
+# the compiler forms no fused multiply-adds: it would place them differently in the scalar
+# and the vectorized code (a few ulps, which a member near instability amplifies up to
+# ~1e-3 within a round), while plain IEEE operations give a fused member the bits of its
+# own run.
 #: members per call of a group kernel: at most GROUP_BLOCK, padded to a multiple of LANES
 #: (callers pad with copies of a member, computed and dropped). The per-member loops are
 #: vectorized by LLVM's loop vectorizer, whose vector paths start at 4 iterations: 8
@@ -463,12 +468,12 @@ GROUP_BLOCK = 8
 # one pass reads each nonzero once and updates G local models. Member arrays are
 # feature-major, (d, G): the G values of a feature are adjacent, one cache line for small G.
 # Each member evaluates the formulas of its own call of the kernels above, with the same
-# `_expm1` / `_log1p_neg` (tests/test_svrg_fused.py: equal to 1e-12; the vectorized code may
-# place fused multiply-adds differently, a few ulps), and no member's numbers enter
-# another's, so a member that blows up only fills its own column with inf / nan.
+# `_expm1` / `_log1p_neg` and the same operation order (tests/test_svrg_fused.py), and no
+# member's numbers enter another's, so a member that blows up only fills its own column
+# with inf / nan.
 
 
-@njit(cache=CACHE, fastmath={"contract"})
+@njit(cache=CACHE)  # no FMA contraction: see EXACT below
 def gradient_sum_group(data, indices, indptr, y, offsets, nodes, coef, w, out):
     """`gradient_sum` for G models at once (G a multiple of LANES): w, out are (d, G); out[:, g] += sum over
     nodes k of coef[k] sum_{i in k} l'_i(<x_i, w[:, g]>) x_i."""
@@ -533,7 +538,7 @@ def _log1p_neg_group(state, j, members):
 _AW = _LAST  # in the group kernel: w + anchor (`last` is shared there, one per feature)
 
 
-@njit(cache=CACHE, fastmath={"contract"})
+@njit(cache=CACHE)  # no FMA contraction: see EXACT below
 def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream,
                       replace, steps, h, coef, lam, mu, eta, passes, w, g, out):
     """`svrg_passes` for G members at once (G a multiple of LANES), differing in the step h, mu and eta:
