@@ -473,10 +473,10 @@ GROUP_BLOCK = 8
 # with inf / nan.
 
 
-@njit(cache=CACHE)  # no FMA contraction: see EXACT below
+@njit(cache=CACHE)  # no FMA contraction: see EXACT above
 def gradient_sum_group(data, indices, indptr, y, offsets, nodes, coef, w, out):
-    """`gradient_sum` for G models at once (G a multiple of LANES): w, out are (d, G); out[:, g] += sum over
-    nodes k of coef[k] sum_{i in k} l'_i(<x_i, w[:, g]>) x_i."""
+    """`gradient_sum` for G models at once (G a multiple of LANES): w, out are (d, G);
+    out[:, g] += sum over nodes k of coef[k] sum_{i in k} l'_i(<x_i, w[:, g]>) x_i."""
     members = w.shape[1]
     z = np.empty(members)
     for t in range(nodes.size):
@@ -495,67 +495,59 @@ def gradient_sum_group(data, indices, indptr, y, offsets, nodes, coef, w, out):
                     out[j, m] += z[m] * data[p]
 
 
+# columns of the group kernel's per-slot state (slot, column, member): the five a visit
+# reads first (u, w + anchor, h drift, h drift / c, log1p(-c)), then the anchor; c and h s
+# are formed when needed from h_k, s and mu (the same expressions `svrg_passes` stores), so
+# a feature's state for 8 members is 5 cache lines per visit instead of 8
+_GU, _GAW, _GHD, _GHDC, _GLOG, _GANCHOR = range(6)
+
+
 @njit(cache=CACHE, inline="always")
-def _catch_up_group(state, j, steps, e):
-    """`_catch_up` of feature j for every member (state (d, 8, G); `e` scratch (G,)): the
+def _catch_up_slot(state, q, steps, hrow, s, lam, mu, e):
+    """`_catch_up` of slot q for every member (hrow: the members' h_k, s the slot's s): the
     skipped steps are the same for all members, so the branch is taken once, and `_expm1`'s
-    series runs over all members at once (vectorized), its library call only for the
-    members outside the series' range."""
+    polynomial cases run over all members at once (vectorized), its library call only for
+    members outside their range."""
     members = e.size
     if steps == 1:
         for m in range(members):
-            state[j, _U, m] = (1.0 - state[j, _C, m]) * state[j, _U, m] - state[j, _HD, m]
+            c = hrow[m] * (s * lam + mu[m])
+            state[q, _GU, m] = (1.0 - c) * state[q, _GU, m] - state[q, _GHD, m]
     elif steps > 1:
         outside = 0
         for m in range(members):  # the two polynomial cases of `_expm1`, as selects
-            x = steps * state[j, _LOG, m]
+            x = steps * state[q, _GLOG, m]
             outside += not abs(x) < EXPM1_HALVED
             e[m] = _expm1_series(x) if abs(x) < EXPM1_SERIES else _expm1_halved(x)
         if outside:
             for m in range(members):
-                x = steps * state[j, _LOG, m]
+                x = steps * state[q, _GLOG, m]
                 if not abs(x) < EXPM1_HALVED:
                     e[m] = math.expm1(x)
         for m in range(members):
-            state[j, _U, m] = (1.0 + e[m]) * state[j, _U, m] + state[j, _HDC, m] * e[m]
+            state[q, _GU, m] = (1.0 + e[m]) * state[q, _GU, m] + state[q, _GHDC, m] * e[m]
 
 
-@njit(cache=CACHE, inline="always")
-def _log1p_neg_group(state, j, members):
-    """state[j, _LOG, :] = `_log1p_neg`(state[j, _C, :]), the series vectorized."""
-    outside = 0
-    for m in range(members):
-        c = state[j, _C, m]
-        outside += not abs(c) < LOG1P_SERIES
-        state[j, _LOG, m] = _log1p_neg_series(c)
-    if outside:
-        for m in range(members):
-            c = state[j, _C, m]
-            if not abs(c) < LOG1P_SERIES:
-                state[j, _LOG, m] = math.log1p(-c)
-
-
-_AW = _LAST  # in the group kernel: w + anchor (`last` is shared there, one per feature)
-
-
-@njit(cache=CACHE)  # no FMA contraction: see EXACT below
+@njit(cache=CACHE)  # no FMA contraction: see EXACT above
 def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream,
                       replace, steps, h, coef, lam, mu, eta, passes, w, g, out):
-    """`svrg_passes` for G members at once (G a multiple of LANES), differing in the step h, mu and eta:
-    h is (nodes, G) (member m's h_k = h[t, m]), mu and eta (G,), w, g, out (d, G); returns
-    alpha (G,), member m's `svrg_passes` result, computed with the same operations.
+    """`svrg_passes` for G members at once (G a multiple of LANES), differing in the step h,
+    mu and eta: h is (nodes, G) (member m's h_k = h[t, m]), mu and eta (G,), w, g, out
+    (d, G); returns alpha (G,), member m's `svrg_passes` result, computed with the same
+    floating-point operations.
 
     One visiting order per node and pass serves all members, and each visited nonzero is
     read once for all of them. A node's support features get local slots 0..count-1
     (`slot`, and `nz_slot` per stored nonzero of the node), so the node's state is one
-    contiguous block (count, 8, G), members innermost (vectorized loops); the step at which
-    a feature was last caught up (`last`) is shared: every member visits the same samples.
+    contiguous block (count, 6, G), members innermost (vectorized loops); the step at which
+    a feature was last caught up (`last`) and its s are per slot, shared by the members.
     `max_log[q]` = max over members of |log1p(-c)|: when (skipped steps) * max_log is in the
     series range of `_expm1`, every member's catch-up is that series, without branches."""
     d, members = w.shape
     scaled = scale.size > 0
-    state = np.zeros((d, 8, members))  # by local slot; column _AW = w + anchor
+    state = np.zeros((d, 6, members))  # by local slot
     last = np.zeros(d)
+    s_of = np.zeros(d)
     max_log = np.zeros(d)
     drift = np.zeros((d, members))
     slot = np.full(d, -1, np.int64)
@@ -578,6 +570,7 @@ def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed
     e = np.empty(members)
     for t in range(nodes.size):
         k = nodes[t]
+        hrow = h[t]
         r0, r1 = offsets[k], offsets[k + 1]
         p0 = indptr[r0]
         size, n_steps = r1 - r0, steps[t]
@@ -591,29 +584,37 @@ def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed
                     q = count
                     count += 1
                     s = scale[p] if scaled else 1.0
-                    for m in range(members):
-                        hk = h[t, m]
-                        state[q, _ANCHOR, m] = 0.0
-                        state[q, _AW, m] = w[j, m] + 0.0
-                        state[q, _HD, m] = hk * (eta[m] * g[j, m])
-                        state[q, _HS, m] = hk * s
-                        state[q, _C, m] = hk * (s * lam + mu[m])
-                    _log1p_neg_group(state, q, members)
+                    s_of[q] = s
+                    outside = 0
                     top = 0.0
                     for m in range(members):
-                        top = max(top, abs(state[q, _LOG, m]))
+                        hk = hrow[m]
+                        c = hk * (s * lam + mu[m])
+                        state[q, _GANCHOR, m] = 0.0
+                        state[q, _GAW, m] = w[j, m] + 0.0
+                        state[q, _GHD, m] = hk * (eta[m] * g[j, m])
+                        outside += not abs(c) < LOG1P_SERIES
+                        state[q, _GLOG, m] = _log1p_neg_series(c)
+                    if outside:
+                        for m in range(members):
+                            c = hrow[m] * (s * lam + mu[m])
+                            if not abs(c) < LOG1P_SERIES:
+                                state[q, _GLOG, m] = math.log1p(-c)
+                    for m in range(members):
+                        top = max(top, abs(state[q, _GLOG, m]))
                     max_log[q] = top
                 nz_slot[p - p0] = slot[j]
         for m in range(members):
             alpha[m], beta[m] = 0.0, eta[m]
-            c0[m] = h[t, m] * (lam + mu[m])
+            c0[m] = hrow[m] * (lam + mu[m])
         for ps in range(passes):
             _order(key_prefix(seed, rnd, ps, stream), ids[t], size, n_steps, replace, order)
             for q in range(count):
                 last[q] = 0.0
+                s = s_of[q]
                 for m in range(members):
-                    state[q, _U, m] = 0.0
-                    state[q, _HDC, m] = state[q, _HD, m] / state[q, _C, m]
+                    state[q, _GU, m] = 0.0
+                    state[q, _GHDC, m] = state[q, _GHD, m] / (hrow[m] * (s * lam + mu[m]))
             for st in range(n_steps):
                 i = r0 + order[st]
                 for m in range(members):
@@ -624,43 +625,48 @@ def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed
                     x = data[p]
                     skipped = st - last[q]
                     if skipped == 1:
+                        s = s_of[q]
                         for m in range(members):
-                            u = (1.0 - state[q, _C, m]) * state[q, _U, m] - state[q, _HD, m]
-                            state[q, _U, m] = u
-                            a = state[q, _AW, m]
+                            c = hrow[m] * (s * lam + mu[m])
+                            u = (1.0 - c) * state[q, _GU, m] - state[q, _GHD, m]
+                            state[q, _GU, m] = u
+                            a = state[q, _GAW, m]
                             za[m] += x * a
                             z[m] += x * (a + u)
                     elif skipped > 1 and skipped * max_log[q] < EXPM1_SERIES:
                         for m in range(members):
-                            ex = _expm1_series(skipped * state[q, _LOG, m])
-                            u = (1.0 + ex) * state[q, _U, m] + state[q, _HDC, m] * ex
-                            state[q, _U, m] = u
-                            a = state[q, _AW, m]
+                            ex = _expm1_series(skipped * state[q, _GLOG, m])
+                            u = (1.0 + ex) * state[q, _GU, m] + state[q, _GHDC, m] * ex
+                            state[q, _GU, m] = u
+                            a = state[q, _GAW, m]
                             za[m] += x * a
                             z[m] += x * (a + u)
                     else:
-                        _catch_up_group(state, q, skipped, e)
+                        _catch_up_slot(state, q, skipped, hrow, s_of[q], lam, mu, e)
                         for m in range(members):
-                            a = state[q, _AW, m]
+                            a = state[q, _GAW, m]
                             za[m] += x * a
-                            z[m] += x * (a + state[q, _U, m])
+                            z[m] += x * (a + state[q, _GU, m])
                 for m in range(members):
                     dl[m] = _dloss(z[m], y[i]) - _dloss(za[m], y[i])
                 for p in range(indptr[i], indptr[i + 1]):
                     q = nz_slot[p - p0]
                     x = data[p]
+                    s = s_of[q]
                     for m in range(members):
-                        state[q, _U, m] = ((1.0 - state[q, _C, m]) * state[q, _U, m]
-                                           - state[q, _HD, m] - state[q, _HS, m] * x * dl[m])
+                        hk = hrow[m]
+                        c = hk * (s * lam + mu[m])
+                        state[q, _GU, m] = ((1.0 - c) * state[q, _GU, m]
+                                            - state[q, _GHD, m] - (hk * s) * x * dl[m])
                     last[q] = st + 1
             for q in range(count):
                 j = support[q]
-                _catch_up_group(state, q, n_steps - last[q], e)
+                _catch_up_slot(state, q, n_steps - last[q], hrow, s_of[q], lam, mu, e)
                 for m in range(members):
-                    state[q, _ANCHOR, m] += state[q, _U, m]
-                    state[q, _AW, m] = w[j, m] + state[q, _ANCHOR, m]
+                    state[q, _GANCHOR, m] += state[q, _GU, m]
+                    state[q, _GAW, m] = w[j, m] + state[q, _GANCHOR, m]
             for m in range(members):
-                alpha[m] += h[t, m] * beta[m] * math.expm1(n_steps * math.log1p(-c0[m])) / c0[m]
+                alpha[m] += hrow[m] * beta[m] * math.expm1(n_steps * math.log1p(-c0[m])) / c0[m]
             if ps + 1 < passes:  # DANE's next drift, as in `svrg_passes`
                 for q in range(count):
                     for m in range(members):
@@ -675,7 +681,7 @@ def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed
                         x = data[p]
                         for m in range(members):
                             za[m] += x * w[j, m]
-                            z[m] += x * state[q, _AW, m]
+                            z[m] += x * state[q, _GAW, m]
                     for m in range(members):
                         dl[m] = (_dloss(z[m], y[i]) - _dloss(za[m], y[i])) / size
                     for p in range(indptr[i], indptr[i + 1]):
@@ -686,15 +692,15 @@ def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed
                 for q in range(count):
                     j = support[q]
                     for m in range(members):
-                        state[q, _HD, m] = h[t, m] * (drift[q, m] + (lam + mu[m]) * state[q, _ANCHOR, m]
-                                                      + eta[m] * g[j, m])
+                        state[q, _GHD, m] = hrow[m] * (drift[q, m] + (lam + mu[m]) * state[q, _GANCHOR, m]
+                                                       + eta[m] * g[j, m])
                 for m in range(members):
                     beta[m] = eta[m] + (lam + mu[m]) * alpha[m]
         for q in range(count):
             j = support[q]
             slot[j] = -1
             for m in range(members):
-                out[j, m] += coef[t] * (state[q, _ANCHOR, m] - alpha[m] * g[j, m])
+                out[j, m] += coef[t] * (state[q, _GANCHOR, m] - alpha[m] * g[j, m])
         for m in range(members):
             total_alpha[m] += coef[t] * alpha[m]
     return total_alpha
