@@ -48,15 +48,25 @@ def plan(sweep: dict, only: dict[str, list[float]],
     grid = sweep.get("search", {}).get("grid", {}).get("algorithm.client_lr", [None])
     runs = []
     for name in sweep["algorithms"]:
-        steps = [None] if name == "cocoa_plus" else only.get(name, grid)
+        if name == "cocoa_plus":  # no step size: one run, unless `--only cocoa_plus=`
+            steps = [] if only.get(name, None) == [] else [None]
+        else:
+            steps = only.get(name, grid)
         runs += [(name, None if h is None else float(h), False) for h in steps]
     runs += [("fsvrg", float(h), True) for h in twin]
     return runs
 
 
 def run_all(args, sweep: dict, runs: list, done: set) -> None:
-    import fco_ray
-    from fco_ray.config import parse_problem
+    """Run the planned runs not yet in `args.out`: per (algorithm, twin) the step sizes as
+    ONE fused group (`fco_ray.fused.run_fused`: one pass over each node's data per exchange
+    for every step size; each member's rows equal its own run, tests/test_svrg_fused.py).
+    Member rows go to `<out>.progress` as they come (a cut run can still be reported);
+    a finished group appends one "run" line per member to `args.out`."""
+    from fco_ray.algorithms import ALGORITHMS
+    from fco_ray.backends import LocalBackend
+    from fco_ray.config import parse_problem, parse_run
+    from fco_ray.fused import run_fused
     from fco_ray.problems import build_problem
 
     problem_cfg = dict(sweep["problem"])
@@ -80,28 +90,82 @@ def run_all(args, sweep: dict, runs: list, done: set) -> None:
     if any(twin for _, _, twin in todo):
         problems[True] = build_problem(parse_problem({**problem_cfg, "reshuffle": True}), seed)
         problems[True].__dict__["optimum"] = opt  # the same samples: the same f and w*
+    groups: dict[tuple[str, bool], list] = {}
+    for name, h, twin in todo:
+        groups.setdefault((name, twin), []).append(h)
+    progress = Path(str(args.out) + ".progress")
     with open(args.out, "a") as f:
         f.write(json.dumps(header) + "\n")
-        for name, h, twin in todo:
-            algorithm = {"name": name} if h is None else {"name": name, "client_lr": h}
-            cfg = {"algorithm": algorithm, "rounds": rounds, "eval_every": 1, "seed": seed}
+        for (name, twin), steps in groups.items():
+            configs = [parse_run({"problem": {"name": "custom"}, "rounds": rounds,
+                                  "eval_every": args.eval_every,
+                                  "seed": seed, "algorithm": {"name": name} if h is None
+                                  else {"name": name, "client_lr": h}}) for h in steps]
+            algorithms = [ALGORITHMS[name](c.algorithm) for c in configs]
+            label = name + ("R" if twin else "")
             start = time.perf_counter()
-            df = fco_ray.run(cfg, problem=problems[twin])
-            line = {"kind": "run", "key": [name, h, twin], "algorithm": name + ("R" if twin else ""),
-                    "h": h, "status": df.attrs["status"], "seconds": time.perf_counter() - start,
-                    "load": os.getloadavg()[0],
-                    **{k: df[k].tolist() for k in ("round", "train_loss", "suboptimality", "test_error")}}
-            f.write(json.dumps(line) + "\n")
-            f.flush()
-            print(f"{line['algorithm']:12s} h={h} {line['status']} {line['seconds']:.0f}s "
-                  f"f-f*={line['suboptimality'][-1]:.3g} test={line['test_error'][-1]:.4f}", flush=True)
+
+            def on_round(rnd, rows, ended, label=label, steps=steps, start=start):
+                with open(progress, "a") as p:
+                    for i, row in rows.items():
+                        p.write(json.dumps({"algorithm": label, "h": steps[i], **row}) + "\n")
+                print(f"{label} round {rnd}: {time.perf_counter() - start:.0f} s, load "
+                      f"{os.getloadavg()[0]:.1f}" + (f", ended {[steps[i] for i in ended]}" if ended else ""),
+                      flush=True)
+
+            backend = LocalBackend(problems[twin])
+            if len(algorithms) > 1:
+                results = run_fused(problems[twin], algorithms, backend, rounds=rounds,
+                                    eval_every=args.eval_every,
+                                    seed=seed, divergence=configs[0].divergence, on_round=on_round)
+            else:
+                from fco_ray.engine import run_rounds
+
+                results = [run_rounds(problems[twin], algorithms[0], backend, rounds=rounds,
+                                      eval_every=args.eval_every, seed=seed, divergence=configs[0].divergence,
+                                      on_eval=lambda row: on_round(row["round"], {0: row}, []))]
+            seconds = time.perf_counter() - start
+            for h, result in zip(steps, results):
+                records = result.records
+                line = {"kind": "run", "key": [name, h, twin], "algorithm": label, "h": h,
+                        "status": result.status, "seconds": seconds, "group": len(steps),
+                        "rounds": rounds, "eval_every": args.eval_every,
+                        "load": os.getloadavg()[0],
+                        **{k: [r[k] for r in records] for k in ("round", "train_loss",
+                                                                 "suboptimality", "test_error")}}
+                f.write(json.dumps(line) + "\n")
+                f.flush()
+                print(f"{label:12s} h={h} {line['status']} f-f*={line['suboptimality'][-1]:.3g} "
+                      f"test={line['test_error'][-1]:.4f}", flush=True)
+            print(f"{label}: {len(steps)} step sizes fused, {seconds:.0f} s", flush=True)
+
+
+def cut_runs(progress: Path, lines: list[dict], seconds_per_round: dict[str, float]) -> list[dict]:
+    """"run" lines, status "cut", for the members of a group stopped before its last round,
+    from the rows its `.progress` file holds (members with a finished run are left out)."""
+    finished = {(r["algorithm"], r["h"]) for r in lines if r["kind"] == "run"}
+    rows: dict[tuple, list] = {}
+    for s in progress.read_text().splitlines():
+        row = json.loads(s)
+        rows.setdefault((row["algorithm"], row["h"]), []).append(row)
+    out = []
+    for (label, h), member in rows.items():
+        if (label, h) in finished:
+            continue
+        rounds = max(r["round"] for r in member)
+        out.append({"kind": "run", "key": [label, h, label.endswith("R")], "algorithm": label,
+                    "h": h, "status": "cut", "rounds": rounds, "group": 0,
+                    "seconds": seconds_per_round.get(label, float("nan")) * rounds,
+                    **{k: [r[k] for r in member] for k in ("round", "train_loss", "suboptimality",
+                                                          "test_error")}})
+    return out
 
 
 def best_runs(lines: list[dict]) -> dict[str, dict]:
     """Per method, the run with the lowest final suboptimality among finished runs."""
     best = {}
     for r in lines:
-        if r["status"] != "finished":
+        if r["status"] not in ("finished", "cut"):
             continue
         old = best.get(r["algorithm"])
         if old is None or r["suboptimality"][-1] < old["suboptimality"][-1]:
@@ -143,7 +207,7 @@ def figures(lines: list[dict], header: dict, folder: Path) -> None:
     for m in ("fsvrg", "gd", "fsvrg_naive", "dane"):
         runs = sorted((r for r in lines if r["algorithm"] == m and r["h"] is not None), key=lambda r: r["h"])
         if runs:
-            final = [r["suboptimality"][-1] if r["status"] == "finished" else np.nan for r in runs]
+            final = [r["suboptimality"][-1] if r["status"] in ("finished", "cut") else np.nan for r in runs]
             ax.plot([r["h"] for r in runs], final, "o-", label=label[m])
     if "cocoa_plus" in best:
         ax.axhline(best["cocoa_plus"]["suboptimality"][-1], color="gray", ls=":", label="CoCoA+ (no step)")
@@ -160,10 +224,13 @@ def figures(lines: list[dict], header: dict, folder: Path) -> None:
 
 def table(lines: list[dict], header: dict) -> str:
     """Markdown: one row per run, methods in the figures' order, step sizes ascending."""
-    at = (1, 5, 10, 20, 30, 50)
+    present = {k for r in lines for k in r["round"]}
+    at = [k for k in (1, 2, 5, 10, 20, 30, 50, 100, 150, 200) if k in present]
+    at_err = [k for k in (10, 30, 50, 100, 150) if k in present]
     target = header["opt_test_error"] + 0.01
     rows = ["| method | h | rounds to test error <= OPT + 0.01 | "
-            + " | ".join(f"f - f* @ {r}" for r in at) + " | test error @ 10 / 30 / 50 | status | s / round |",
+            + " | ".join(f"f - f* @ {r}" for r in at)
+            + f" | test error @ {' / '.join(map(str, at_err))} | status | s / round (group) |",
             "|---|---:|---:|" + "---:|" * len(at) + "---|---|---:|"]
     rank = {m: i for i, m in enumerate(("fsvrg", "fsvrgR", "gd", "fsvrg_naive", "dane", "cocoa_plus"))}
     for r in sorted(lines, key=lambda r: (rank.get(r["algorithm"], 9), r["h"] or 0)):
@@ -171,12 +238,14 @@ def table(lines: list[dict], header: dict) -> str:
         err = dict(zip(r["round"], r["test_error"]))
         hit = [k for k, e in zip(r["round"], r["test_error"]) if e <= target]
         cells = [f"{sub[k]:.3g}" if k in sub else "-" for k in at]
-        errs = " / ".join(f"{err[k]:.4f}" if k in err else "-" for k in (10, 30, 50))
+        errs = " / ".join(f"{err[k]:.4f}" if k in err else "-" for k in at_err)
         rounds = max(r["round"])
+        planned = r.get("rounds", rounds)
         h = "-" if r["h"] is None else f"{r['h']:g}"
         rows.append(f"| {r['algorithm']} | {h} | "
                     f"{hit[0] if hit else f'> {rounds}'} | " + " | ".join(cells)
-                    + f" | {errs} | {r['status']} | {r['seconds'] / max(rounds, 1):.1f} |")
+                    + f" | {errs} | {r['status']} | {r['seconds'] / max(planned, 1):.1f}"
+                    + (f" ({r['group']})" if r.get("group", 1) > 1 else "") + " |")
     return "\n".join(rows)
 
 
@@ -186,17 +255,29 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=[], help="name=h1,h2 (a subset of the grid)")
     ap.add_argument("--twin", nargs="*", type=float, default=[], help="FSVRGR step sizes")
     ap.add_argument("--rounds", type=int, default=0, help="0: the sweep file's")
+    ap.add_argument("--eval-every", type=int, default=1, help="metrics every this many rounds")
     ap.add_argument("--out", default=str(ROOT / "results" / "e7_fig2.jsonl"))
     ap.add_argument("--figures", default=str(ROOT / "results"))
     ap.add_argument("--plot-only", action="store_true")
+    ap.add_argument("--also", nargs="*", default=[], help="more result files for the table and figures")
+    ap.add_argument("--cut", nargs=2, action="append", default=[], metavar=("PROGRESS", "SECONDS"),
+                    help="a .progress file of a group stopped early, and its measured seconds "
+                         "per round as method=s,... (its rows so far enter as status 'cut')")
     args = ap.parse_args()
     sweep = yaml.safe_load(Path(args.sweep).read_text())
     out = Path(args.out)
     lines = [json.loads(s) for s in out.read_text().splitlines()] if out.is_file() else []
+    for extra in args.also:  # other runs' files (e.g. a second process), for the table and figures
+        lines += [json.loads(s) for s in Path(extra).read_text().splitlines()]
     done = {json.dumps(r["key"]) for r in lines if r["kind"] == "run"}
     if not args.plot_only:
         run_all(args, sweep, plan(sweep, parse_only(args.only), args.twin), done)
         lines = [json.loads(s) for s in out.read_text().splitlines()]
+        for extra in args.also:
+            lines += [json.loads(s) for s in Path(extra).read_text().splitlines()]
+    for progress, per_round in args.cut:  # groups stopped early: their rows so far
+        lines += cut_runs(Path(progress), lines, {k: float(v) for k, v in
+                                                  (x.split("=") for x in per_round.split(","))})
     headers = [r for r in lines if r["kind"] == "problem"]
     runs = [r for r in lines if r["kind"] == "run"]
     if headers and runs:

@@ -10,7 +10,7 @@ bytes the problem holds (CSR arrays, labels, FSVRG's per-nonzero scalings, test 
 bytes per nonzero, and the peak traced memory while generating it. A dense n x d float64
 matrix is shown for scale. At `--round-at` nodes it also runs one FSVRG round (both
 exchanges: node gradients, then the local passes) through the local backend and reports its
-time and traced peak: the compiled per-node passes (`fco_ray.kernels_sparse`) keep O(d) state
+time and traced peak (and those of one fused round of `--fused` step sizes): the compiled per-node passes (`fco_ray.kernels_sparse`) keep O(d) state
 per call and add every node's weighted result into one length-d vector, so that peak is
 O(d + the chunk's nodes), neither O(chunk_size x d) nor growing with the number of nodes.
 """
@@ -41,7 +41,7 @@ def held_bytes(problem) -> int:
     return total + problem.aggregation.nbytes
 
 
-def child(clients: int, run_round: bool, chunk_size: int) -> dict:
+def child(clients: int, run_round: bool, chunk_size: int, fused: int = 0) -> dict:
     from fco_ray.algorithms import ALGORITHMS
     from fco_ray.backends import LocalBackend
     from fco_ray.config import parse_problem
@@ -72,6 +72,23 @@ def child(clients: int, run_round: bool, chunk_size: int) -> dict:
         out.update(round_s=time.perf_counter() - start,
                    round_peak=tracemalloc.get_traced_memory()[1] - before, chunk_size=chunk_size,
                    finite=bool(np.all(np.isfinite(state["w"]))))
+        if fused:  # one round of a fused step-size group (fco_ray.fused): G models at once
+            from fco_ray.fused import Fused, stack_states
+
+            steps = [300.0 * 2.0 ** (i - fused // 2) for i in range(fused)]
+            group = Fused([ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, client_lr=h))
+                           for h in steps])
+            state = stack_states([m.server_init(problem, {"w": np.zeros(problem.train.dim)})
+                                  for m in group.members])
+            tracemalloc.reset_peak()
+            before = tracemalloc.get_traced_memory()[0]
+            start = time.perf_counter()
+            for _ in range(group.exchanges_per_round):
+                total, weight = backend.map_clients(group, group.broadcast(state), ids, Key(0, 0, ids))
+                state = group.server_update(problem, state, {k: v / weight for k, v in total.items()}, 0)
+            out.update(fused=fused, fused_round_s=time.perf_counter() - start,
+                       fused_round_peak=tracemalloc.get_traced_memory()[1] - before,
+                       fused_finite=bool(np.all(np.isfinite(state["w"]))))
     tracemalloc.stop()
     return out
 
@@ -104,6 +121,15 @@ def report(rows: list[dict], command: str) -> str:
                       f"data ({r['round_peak'] / (r['d'] * 8):.0f} x one length-d float64 vector; "
                       f"one chunk_size x d block would be {r['chunk_size'] * r['d'] * 8 / MiB:,.0f} MiB); "
                       f"iterate finite: {r['finite']}.", ""]
+        if "fused_round_s" in r:
+            lanes = -(-min(r["fused"], 8) // 4) * 4  # kernels_sparse: blocks of <= 8, 4 lanes
+            lines += [f"One fused FSVRG round of {r['fused']} step sizes at {r['clients']:,} nodes: "
+                      f"{r['fused_round_s']:.1f} s, traced peak {r['fused_round_peak'] / MiB:,.1f} MiB "
+                      f"above the data ({r['fused_round_peak'] / (r['d'] * 8 * r['fused']):.0f} x "
+                      f"one length-d vector per member); the group kernel's own scratch, allocated "
+                      f"by numba and not traced, is (8 + 1) x d x {lanes} lanes doubles = "
+                      f"{9 * r['d'] * lanes * 8 / MiB:.1f} MiB per call, independent of the nodes; "
+                      f"iterates finite: {r['fused_finite']}.", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -112,16 +138,19 @@ def main() -> int:
     ap.add_argument("--clients", type=int, nargs="+", default=[1000, 3000, 10000])
     ap.add_argument("--round-at", type=int, default=10000, help="nodes at which to time one FSVRG round (0: none)")
     ap.add_argument("--chunk-size", type=int, default=1024)
+    ap.add_argument("--fused", type=int, default=7,
+                    help="at --round-at, also one fused round of this many step sizes (0: none)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e7_memory.md"))
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--round", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.round, args.chunk_size)))
+        print(json.dumps(child(args.child, args.round, args.chunk_size, args.fused)))
         return 0
     rows = []
     for clients in args.clients:
-        cmd = [sys.executable, __file__, "--child", str(clients), "--chunk-size", str(args.chunk_size)]
+        cmd = [sys.executable, __file__, "--child", str(clients), "--chunk-size", str(args.chunk_size),
+               "--fused", str(args.fused)]
         if clients == args.round_at:
             cmd.append("--round")
         done = subprocess.run(cmd, capture_output=True, text=True, check=True)

@@ -159,7 +159,17 @@ class Fused(Algorithm):
     def broadcast(self, state):
         return self.server.broadcast(state)
 
+    @property
+    def presummed(self):
+        return self.cls.presummed
+
     def client_update(self, problem: Problem, payload, rows, key: Key):
+        if hasattr(self.cls, "fused_client_update"):
+            # the algorithm serves the whole group itself (e.g. the SVRG family's compiled
+            # group passes: one pass over a node's data for every member): it gets the
+            # stacked payload and the varying hyperparameters as (G,) arrays, and returns
+            # messages (G, ...) already summed over `rows` (`presummed`)
+            return self.cls(self._hyper(1)).fused_client_update(problem, payload, rows, key)
         clients, g = len(rows), self.size
         algorithm = self.cls(self._hyper(clients))
         stacked = dataclasses.replace(key, client_ids=np.repeat(np.asarray(key.client_ids), g))

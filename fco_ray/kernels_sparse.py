@@ -18,6 +18,9 @@ affine with constant coefficients, u <- (1 - c) u - b, so m skipped steps are ap
 u_m = (1 - c)^m u - b (1 - (1 - c)^m) / c, with (1 - c)^m = 1 + expm1(m log1p(-c)) (accurate
 for the tiny c = h lam of E7).
 
+Fused groups (`*_group`): G members (step sizes) of one method in one pass over the data,
+member arrays feature-major (d, G); see the section's comment below.
+
 Compiled on first use and cached on disk where that is possible (`kernels.CACHE`), like `fco_ray.kernels`.
 Tests: tests/test_svrg.py (against per-sample dense reference loops and the formulas).
 """
@@ -65,7 +68,7 @@ def _dloss(z, y):
     return -y / (1.0 + math.exp(y * z))
 
 
-@njit(cache=CACHE, fastmath={"contract"})
+@njit(cache=CACHE)  # no FMA contraction: see EXACT below
 def gradient_sum(data, indices, indptr, y, offsets, nodes, coef, w, out):
     """out += sum over nodes k of coef[k] sum_{i in k} l'_i(<x_i, w>) x_i."""
     for t in range(nodes.size):
@@ -84,6 +87,63 @@ def gradient_sum(data, indices, indptr, y, offsets, nodes, coef, w, out):
 _U, _ANCHOR, _HD, _HDC, _C, _LOG, _HS, _LAST = range(8)
 
 
+#: below this |x| `_expm1` sums its Taylor series to x^8 (truncation < x^8 / 9! |x| < 2^-58 |x|)
+EXPM1_SERIES = 2.0**-5
+#: below this c `_log1p_neg` sums its series to c^8 (truncation < c^8 / 9 < 2^-59 c)
+LOG1P_SERIES = 2.0**-7
+
+
+@njit(cache=CACHE, inline="always")
+def _expm1_series(x):
+    return x * (1.0 + x * (1.0 / 2 + x * (1.0 / 6 + x * (1.0 / 24 + x * (1.0 / 120 + x * (
+        1.0 / 720 + x * (1.0 / 5040 + x * (1.0 / 40320))))))))
+
+
+@njit(cache=CACHE, inline="always")
+def _log1p_neg_series(c):
+    return -c * (1.0 + c * (1.0 / 2 + c * (1.0 / 3 + c * (1.0 / 4 + c * (1.0 / 5 + c * (
+        1.0 / 6 + c * (1.0 / 7 + c * (1.0 / 8))))))))
+
+
+#: below this |x| `_expm1` halves x five times into the series range and doubles back
+EXPM1_HALVED = 32 * EXPM1_SERIES
+
+
+@njit(cache=CACHE, inline="always")
+def _expm1_halved(x):
+    """expm1(x) for |x| < EXPM1_HALVED: the series at x / 32, then five times
+    expm1(2y) = expm1(y) (2 + expm1(y)) (each doubling adds about one rounding)."""
+    e = _expm1_series(x * (1.0 / 32))
+    for _ in range(5):
+        e = e * (2.0 + e)
+    return e
+
+
+@njit(cache=CACHE, inline="always")
+def _expm1(x):
+    """expm1(x): its Taylor series for |x| < EXPM1_SERIES (within rounding), `_expm1_halved`
+    below EXPM1_HALVED (within a few roundings), else `math.expm1`. The lazy updates need
+    it at every feature visit with x = (skipped steps) * log1p(-c) and at every support
+    feature at a pass's end, nearly always small in E7 (c ~ h lam): a polynomial costs a
+    few multiply-adds where the library call costs tens of nanoseconds, and it vectorizes
+    over a fused group. Every kernel uses this same function, so a fused member repeats
+    its own run's numbers."""
+    if abs(x) < EXPM1_SERIES:
+        return _expm1_series(x)
+    if abs(x) < EXPM1_HALVED:
+        return _expm1_halved(x)
+    return math.expm1(x)
+
+
+@njit(cache=CACHE, inline="always")
+def _log1p_neg(c):
+    """log1p(-c): its series -sum c^k / k for |c| < LOG1P_SERIES (within rounding), else
+    `math.log1p` (see `_expm1`: once per feature of a node's support)."""
+    if abs(c) < LOG1P_SERIES:
+        return _log1p_neg_series(c)
+    return math.log1p(-c)
+
+
 @njit(cache=CACHE, inline="always")
 def _catch_up(state, j, steps):
     """Apply `steps` skipped steps u <- (1 - c) u - h drift to feature j at once:
@@ -91,11 +151,11 @@ def _catch_up(state, j, steps):
     if steps == 1:
         state[j, _U] = (1.0 - state[j, _C]) * state[j, _U] - state[j, _HD]
     elif steps > 1:
-        e = math.expm1(steps * state[j, _LOG])
+        e = _expm1(steps * state[j, _LOG])
         state[j, _U] = (1.0 + e) * state[j, _U] + state[j, _HDC] * e
 
 
-@njit(cache=CACHE, fastmath={"contract"})
+@njit(cache=CACHE)  # no FMA contraction: see EXACT below
 def svrg_passes(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream, replace,
                 steps, h, coef, lam, mu, eta, passes, w, g, out):
     """Local SVRG-type passes of every node; out += sum_k coef[k] (w_k - w) on the supports,
@@ -142,7 +202,7 @@ def svrg_passes(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd,
                     state[j, _HD] = hk * (eta * g[j])
                     state[j, _HS] = hk * s
                     state[j, _C] = hk * (s * lam + mu)
-                    state[j, _LOG] = math.log1p(-state[j, _C])
+                    state[j, _LOG] = _log1p_neg(state[j, _C])
         alpha, beta = 0.0, eta  # off the support: a - w = alpha g, drift = beta g
         c0 = hk * (lam + mu)
         for ps in range(passes):
@@ -386,3 +446,261 @@ def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
             data[p] /= norm
         indptr[r + 1] = nnz
     return data[:nnz].copy(), indices[:nnz].copy(), indptr
+
+
+# ---- fused groups: G members (step sizes) in one pass over the data --------------------------
+# EXACT: the single and group kernels are compiled without fast-math contraction, so that
+# the compiler forms no fused multiply-adds: it would place them differently in the scalar
+# and the vectorized code (a few ulps, which a member near instability amplifies up to
+# ~1e-3 within a round), while plain IEEE operations give a fused member the bits of its
+# own run.
+#: members per call of a group kernel: at most GROUP_BLOCK, padded to a multiple of LANES
+#: (callers pad with copies of a member, computed and dropped). The per-member loops are
+#: vectorized by LLVM's loop vectorizer, whose vector paths start at 4 iterations: 8
+#: members run as two 4-wide vector steps, while 7 would run 4 + 3 scalar ones. (A
+#: compile-time count does not help: the loop is then fully unrolled, and numba leaves the
+#: SLP vectorizer off.) Larger blocks read the data fewer times but hold a larger state per
+#: node (8 doubles per support feature and member).
+LANES = 4
+GROUP_BLOCK = 8
+# A fused step-size group (fco_ray.fused) runs G configurations that visit the same samples
+# in the same order (randomness is keyed by node and position, never by configuration), so
+# one pass reads each nonzero once and updates G local models. Member arrays are
+# feature-major, (d, G): the G values of a feature are adjacent, one cache line for small G.
+# Each member evaluates the formulas of its own call of the kernels above, with the same
+# `_expm1` / `_log1p_neg` and the same operation order (tests/test_svrg_fused.py), and no
+# member's numbers enter another's, so a member that blows up only fills its own column
+# with inf / nan.
+
+
+@njit(cache=CACHE)  # no FMA contraction: see EXACT above
+def gradient_sum_group(data, indices, indptr, y, offsets, nodes, coef, w, out):
+    """`gradient_sum` for G models at once (G a multiple of LANES): w, out are (d, G);
+    out[:, g] += sum over nodes k of coef[k] sum_{i in k} l'_i(<x_i, w[:, g]>) x_i."""
+    members = w.shape[1]
+    z = np.empty(members)
+    for t in range(nodes.size):
+        k = nodes[t]
+        for i in range(offsets[k], offsets[k + 1]):
+            z[:] = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                for m in range(members):
+                    z[m] += data[p] * w[j, m]
+            for m in range(members):
+                z[m] = coef[t] * _dloss(z[m], y[i])
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                for m in range(members):
+                    out[j, m] += z[m] * data[p]
+
+
+# columns of the group kernel's per-slot state (slot, column, member): the five a visit
+# reads first (u, w + anchor, h drift, h drift / c, log1p(-c)), then the anchor; c and h s
+# are formed when needed from h_k, s and mu (the same expressions `svrg_passes` stores), so
+# a feature's state for 8 members is 5 cache lines per visit instead of 8
+_GU, _GAW, _GHD, _GHDC, _GLOG, _GANCHOR = range(6)
+
+
+@njit(cache=CACHE, inline="always")
+def _catch_up_slot(state, q, steps, hrow, s, lam, mu, e):
+    """`_catch_up` of slot q for every member (hrow: the members' h_k, s the slot's s): the
+    skipped steps are the same for all members, so the branch is taken once, and `_expm1`'s
+    polynomial cases run over all members at once (vectorized), its library call only for
+    members outside their range."""
+    members = e.size
+    if steps == 1:
+        for m in range(members):
+            c = hrow[m] * (s * lam + mu[m])
+            state[q, _GU, m] = (1.0 - c) * state[q, _GU, m] - state[q, _GHD, m]
+    elif steps > 1:
+        outside = 0
+        for m in range(members):  # the two polynomial cases of `_expm1`, as selects
+            x = steps * state[q, _GLOG, m]
+            outside += not abs(x) < EXPM1_HALVED
+            e[m] = _expm1_series(x) if abs(x) < EXPM1_SERIES else _expm1_halved(x)
+        if outside:
+            for m in range(members):
+                x = steps * state[q, _GLOG, m]
+                if not abs(x) < EXPM1_HALVED:
+                    e[m] = math.expm1(x)
+        for m in range(members):
+            state[q, _GU, m] = (1.0 + e[m]) * state[q, _GU, m] + state[q, _GHDC, m] * e[m]
+
+
+@njit(cache=CACHE)  # no FMA contraction: see EXACT above
+def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream,
+                      replace, steps, h, coef, lam, mu, eta, passes, w, g, out):
+    """`svrg_passes` for G members at once (G a multiple of LANES), differing in the step h,
+    mu and eta: h is (nodes, G) (member m's h_k = h[t, m]), mu and eta (G,), w, g, out
+    (d, G); returns alpha (G,), member m's `svrg_passes` result, computed with the same
+    floating-point operations.
+
+    One visiting order per node and pass serves all members, and each visited nonzero is
+    read once for all of them. A node's support features get local slots 0..count-1
+    (`slot`, and `nz_slot` per stored nonzero of the node), so the node's state is one
+    contiguous block (count, 6, G), members innermost (vectorized loops); the step at which
+    a feature was last caught up (`last`) and its s are per slot, shared by the members.
+    `max_log[q]` = max over members of |log1p(-c)|: when (skipped steps) * max_log is in the
+    series range of `_expm1`, every member's catch-up is that series, without branches."""
+    d, members = w.shape
+    scaled = scale.size > 0
+    state = np.zeros((d, 6, members))  # by local slot
+    last = np.zeros(d)
+    s_of = np.zeros(d)
+    max_log = np.zeros(d)
+    drift = np.zeros((d, members))
+    slot = np.full(d, -1, np.int64)
+    support = np.empty(d, np.int64)
+    longest = 0
+    most_nz = 0
+    for t in range(nodes.size):
+        k = nodes[t]
+        longest = max(longest, max(steps[t], offsets[k + 1] - offsets[k]))
+        most_nz = max(most_nz, indptr[offsets[k + 1]] - indptr[offsets[k]])
+    order = np.empty(longest, np.int64)
+    nz_slot = np.empty(most_nz, np.int64)
+    total_alpha = np.zeros(members)
+    alpha = np.empty(members)
+    beta = np.empty(members)
+    c0 = np.empty(members)
+    z = np.empty(members)
+    za = np.empty(members)
+    dl = np.empty(members)
+    e = np.empty(members)
+    for t in range(nodes.size):
+        k = nodes[t]
+        hrow = h[t]
+        r0, r1 = offsets[k], offsets[k + 1]
+        p0 = indptr[r0]
+        size, n_steps = r1 - r0, steps[t]
+        count = 0
+        for i in range(r0, r1):
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                if slot[j] < 0:
+                    slot[j] = count
+                    support[count] = j
+                    q = count
+                    count += 1
+                    s = scale[p] if scaled else 1.0
+                    s_of[q] = s
+                    outside = 0
+                    top = 0.0
+                    for m in range(members):
+                        hk = hrow[m]
+                        c = hk * (s * lam + mu[m])
+                        state[q, _GANCHOR, m] = 0.0
+                        state[q, _GAW, m] = w[j, m] + 0.0
+                        state[q, _GHD, m] = hk * (eta[m] * g[j, m])
+                        outside += not abs(c) < LOG1P_SERIES
+                        state[q, _GLOG, m] = _log1p_neg_series(c)
+                    if outside:
+                        for m in range(members):
+                            c = hrow[m] * (s * lam + mu[m])
+                            if not abs(c) < LOG1P_SERIES:
+                                state[q, _GLOG, m] = math.log1p(-c)
+                    for m in range(members):
+                        top = max(top, abs(state[q, _GLOG, m]))
+                    max_log[q] = top
+                nz_slot[p - p0] = slot[j]
+        for m in range(members):
+            alpha[m], beta[m] = 0.0, eta[m]
+            c0[m] = hrow[m] * (lam + mu[m])
+        for ps in range(passes):
+            _order(key_prefix(seed, rnd, ps, stream), ids[t], size, n_steps, replace, order)
+            for q in range(count):
+                last[q] = 0.0
+                s = s_of[q]
+                for m in range(members):
+                    state[q, _GU, m] = 0.0
+                    state[q, _GHDC, m] = state[q, _GHD, m] / (hrow[m] * (s * lam + mu[m]))
+            for st in range(n_steps):
+                i = r0 + order[st]
+                for m in range(members):
+                    z[m] = 0.0
+                    za[m] = 0.0
+                for p in range(indptr[i], indptr[i + 1]):
+                    q = nz_slot[p - p0]
+                    x = data[p]
+                    skipped = st - last[q]
+                    if skipped == 1:
+                        s = s_of[q]
+                        for m in range(members):
+                            c = hrow[m] * (s * lam + mu[m])
+                            u = (1.0 - c) * state[q, _GU, m] - state[q, _GHD, m]
+                            state[q, _GU, m] = u
+                            a = state[q, _GAW, m]
+                            za[m] += x * a
+                            z[m] += x * (a + u)
+                    elif skipped > 1 and skipped * max_log[q] < EXPM1_SERIES:
+                        for m in range(members):
+                            ex = _expm1_series(skipped * state[q, _GLOG, m])
+                            u = (1.0 + ex) * state[q, _GU, m] + state[q, _GHDC, m] * ex
+                            state[q, _GU, m] = u
+                            a = state[q, _GAW, m]
+                            za[m] += x * a
+                            z[m] += x * (a + u)
+                    else:
+                        _catch_up_slot(state, q, skipped, hrow, s_of[q], lam, mu, e)
+                        for m in range(members):
+                            a = state[q, _GAW, m]
+                            za[m] += x * a
+                            z[m] += x * (a + state[q, _GU, m])
+                for m in range(members):
+                    dl[m] = _dloss(z[m], y[i]) - _dloss(za[m], y[i])
+                for p in range(indptr[i], indptr[i + 1]):
+                    q = nz_slot[p - p0]
+                    x = data[p]
+                    s = s_of[q]
+                    for m in range(members):
+                        hk = hrow[m]
+                        c = hk * (s * lam + mu[m])
+                        state[q, _GU, m] = ((1.0 - c) * state[q, _GU, m]
+                                            - state[q, _GHD, m] - (hk * s) * x * dl[m])
+                    last[q] = st + 1
+            for q in range(count):
+                j = support[q]
+                _catch_up_slot(state, q, n_steps - last[q], hrow, s_of[q], lam, mu, e)
+                for m in range(members):
+                    state[q, _GANCHOR, m] += state[q, _GU, m]
+                    state[q, _GAW, m] = w[j, m] + state[q, _GANCHOR, m]
+            for m in range(members):
+                alpha[m] += hrow[m] * beta[m] * math.expm1(n_steps * math.log1p(-c0[m])) / c0[m]
+            if ps + 1 < passes:  # DANE's next drift, as in `svrg_passes`
+                for q in range(count):
+                    for m in range(members):
+                        drift[q, m] = 0.0
+                for i in range(r0, r1):
+                    for m in range(members):
+                        z[m] = 0.0
+                        za[m] = 0.0  # here: the margins at w
+                    for p in range(indptr[i], indptr[i + 1]):
+                        q = nz_slot[p - p0]
+                        j = indices[p]
+                        x = data[p]
+                        for m in range(members):
+                            za[m] += x * w[j, m]
+                            z[m] += x * state[q, _GAW, m]
+                    for m in range(members):
+                        dl[m] = (_dloss(z[m], y[i]) - _dloss(za[m], y[i])) / size
+                    for p in range(indptr[i], indptr[i + 1]):
+                        q = nz_slot[p - p0]
+                        x = data[p]
+                        for m in range(members):
+                            drift[q, m] += dl[m] * x
+                for q in range(count):
+                    j = support[q]
+                    for m in range(members):
+                        state[q, _GHD, m] = hrow[m] * (drift[q, m] + (lam + mu[m]) * state[q, _GANCHOR, m]
+                                                       + eta[m] * g[j, m])
+                for m in range(members):
+                    beta[m] = eta[m] + (lam + mu[m]) * alpha[m]
+        for q in range(count):
+            j = support[q]
+            slot[j] = -1
+            for m in range(members):
+                out[j, m] += coef[t] * (state[q, _GANCHOR, m] - alpha[m] * g[j, m])
+        for m in range(members):
+            total_alpha[m] += coef[t] * alpha[m]
+    return total_alpha

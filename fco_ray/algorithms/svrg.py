@@ -21,6 +21,17 @@ Local work goes through the problem's "nodes" interface (`node_gradient_sum`,
 compiled per-node passes (`fco_ray.kernels_sparse`) that add every node's weighted result
 into one (d,) vector per shard (messages are `presummed`). Permutations and draws are keyed
 by (seed, round, pass, node, position): results do not depend on sharding.
+
+Fused step-size groups (`fco_ray.fused`). GD, FSVRG, naive FSVRG and DANE are `fusable`: G
+configurations that differ only in real-valued hyperparameters (`client_lr`; DANE's `eta`,
+`mu`) visit the same nodes, permutations and draws, so `fused_client_update` runs the
+whole group in ONE pass over each node's data (`kernels_sparse.*_group`: each nonzero read
+once, G local models updated) and returns the group's messages (G, ...) pre-summed over the
+nodes. The state then holds w (and grad f) as (G, d) and the varying hyperparameters are
+arrays (G,); the rules below are written to take either. Every member computes the same
+floating-point operations as its own run (tests/test_svrg_fused.py: rows equal to 1e-12,
+in practice bit for bit). CoCoA+ has no real-valued hyperparameter (only `local_passes`):
+it does not fuse.
 """
 from __future__ import annotations
 
@@ -31,10 +42,23 @@ import numpy as np
 from pydantic import Field
 
 from ..random import Key
-from ..tree import copy
+from ..tree import copy, per_row
 from .base import Algorithm, Hyper
 
 NODES_METHODS = ("node_sizes", "node_gradient_sum", "node_pass_sum", "node_sdca_sum")
+
+
+def per_node(lr, sizes: np.ndarray) -> np.ndarray:
+    """h_k = lr / n_k: (nodes,) for one step size, (nodes, G) for a fused group's (G,)."""
+    lr = np.asarray(lr, np.float64)
+    return lr / sizes if lr.ndim == 0 else lr[None, :] / sizes[:, None]
+
+
+def per_member(value, like: np.ndarray) -> np.ndarray:
+    """A number that is the same for every member, as the message of one configuration (a
+    0-d array) or of a fused group (one entry per member of `like`, a (G,)-stack of models):
+    then a group's message has G times the floats of one member's, as the counts expect."""
+    return np.array(value) if np.ndim(like) == 1 else np.full(len(like), float(value))
 
 
 # ---- hyperparameters ------------------------------------------------------------------------
@@ -73,6 +97,7 @@ class SVRGFamily(Algorithm):
     Hyper = SVRGFamilyHyper
     supports: ClassVar[frozenset[str]] = frozenset({"nodes"})
     presummed = True
+    fusable = True
 
     def client_weights(self, problem, rows):
         return problem.node_sizes(rows).astype(float)
@@ -92,6 +117,12 @@ class SVRGFamily(Algorithm):
         weights = self.client_weights(problem, rows)
         return {"g": problem.node_gradient_sum(rows, payload["w"], weights)}
 
+    def fused_client_update(self, problem, payload, rows, key):
+        """A fused group's messages (`fco_ray.fused` calls this instead of stacking G rows
+        per node): payload["w"] (and "g") are (G, d), `self.hp`'s varying hyperparameters
+        (G,); returns every message as (G, ...), summed over `rows` like `client_update`."""
+        return self.client_update(problem, payload, rows, key)
+
 
 class TwoExchange(SVRGFamily):
     """Exchange 1 (phase 0): grad f(w^t); exchange 2 (phase 1): `local_work` from w^t, then
@@ -103,12 +134,14 @@ class TwoExchange(SVRGFamily):
         return {**super().server_init(problem, params0), "phase": 0}
 
     def broadcast(self, state):
+        # the phase goes to every member of a fused group (one float each, as unfused)
+        phase = per_member(float(state["phase"]), state["w"])
         if state["phase"] == 0:
-            return {"w": state["w"], "phase": 0.0}
-        return {"w": state["w"], "g": state["g"], "phase": 1.0}
+            return {"w": state["w"], "phase": phase}
+        return {"w": state["w"], "g": state["g"], "phase": phase}
 
     def client_update(self, problem, payload, rows, key):
-        if payload["phase"] == 0:
+        if np.ravel(payload["phase"])[0] == 0:
             return super().client_update(problem, payload, rows, key)
         return self.local_work(problem, rows, payload, key, self.client_weights(problem, rows))
 
@@ -123,7 +156,7 @@ class TwoExchange(SVRGFamily):
 
     def combine(self, problem, mean) -> np.ndarray:
         """Server step from the n_k-weighted mean message."""
-        return mean["delta"] / mean["norm"]
+        return mean["delta"] / per_row(mean["norm"], np.ndim(mean["delta"]))
 
     @staticmethod
     def norm(sizes: np.ndarray, weights: np.ndarray, weighting: str) -> float:
@@ -147,7 +180,7 @@ class GD(SVRGFamily):
         return {"w": state["w"]}
 
     def server_update(self, problem, state, mean, rnd):
-        return {"w": state["w"] - self.hp.client_lr * mean["g"]}
+        return {"w": state["w"] - per_row(self.hp.client_lr, np.ndim(mean["g"])) * mean["g"]}
 
 
 class FSVRG(TwoExchange):
@@ -162,7 +195,7 @@ class FSVRG(TwoExchange):
     def local_work(self, problem, rows, payload, key, weights):
         sizes = problem.node_sizes(rows)
         return {"delta": problem.node_pass_sum(rows, key, payload["w"], payload["g"],
-                                               h=self.hp.client_lr / sizes, weights=weights,
+                                               h=per_node(self.hp.client_lr, sizes), weights=weights,
                                                scaled=True)}
 
     def combine(self, problem, mean):
@@ -181,10 +214,12 @@ class NaiveFSVRG(TwoExchange):
     def local_work(self, problem, rows, payload, key, weights):
         sizes, m = problem.node_sizes(rows), self.hp.local_steps
         steps = sizes if m is None else np.full(len(sizes), m, np.int64)
+        lr = np.asarray(self.hp.client_lr, np.float64)
         delta = problem.node_pass_sum(
-            rows, key, payload["w"], payload["g"], h=np.full(len(sizes), self.hp.client_lr),
+            rows, key, payload["w"], payload["g"], h=np.full((len(sizes),) + lr.shape, lr),
             weights=self.delta_coef(sizes, weights, self.hp.weighting), steps=steps)
-        return {"delta": delta, "norm": np.array(self.norm(sizes, weights, self.hp.weighting))}
+        return {"delta": delta,
+                "norm": per_member(self.norm(sizes, weights, self.hp.weighting), payload["w"])}
 
 
 class DANE(TwoExchange):
@@ -205,10 +240,10 @@ class DANE(TwoExchange):
     def local_work(self, problem, rows, payload, key, weights):
         hp, sizes = self.hp, problem.node_sizes(rows)
         delta = problem.node_pass_sum(
-            rows, key, payload["w"], payload["g"], h=hp.client_lr / sizes,
+            rows, key, payload["w"], payload["g"], h=per_node(hp.client_lr, sizes),
             weights=self.delta_coef(sizes, weights, hp.weighting), passes=hp.local_passes,
             eta=hp.eta, mu=hp.mu)
-        return {"delta": delta, "norm": np.array(self.norm(sizes, weights, hp.weighting))}
+        return {"delta": delta, "norm": per_member(self.norm(sizes, weights, hp.weighting), payload["w"])}
 
 
 class CoCoAPlus(SVRGFamily):
@@ -230,6 +265,7 @@ class CoCoAPlus(SVRGFamily):
     name = "cocoa_plus"
     Hyper = CoCoAHyper
     client_state = True
+    fusable = False  # no real-valued hyperparameter to fuse over
 
     def server_init(self, problem, params0):
         super().server_init(problem, params0)  # checks the problem

@@ -104,6 +104,18 @@ def data_fingerprint(nodes: SparseNodes, lam: float) -> str:
     return digest.hexdigest()[:40]
 
 
+def _lane_blocks(members: int) -> list[tuple[np.ndarray, int]]:
+    """Members in blocks of at most `kernels_sparse.GROUP_BLOCK` for the group kernels, as
+    (member indices, real count); a block is padded to a multiple of `kernels_sparse.LANES`
+    with copies of its first member (computed, then dropped)."""
+    blocks = []
+    for start in range(0, members, K.GROUP_BLOCK):
+        real = np.arange(start, min(start + K.GROUP_BLOCK, members))
+        pad = -len(real) % K.LANES
+        blocks.append((np.concatenate([real, np.full(pad, start)]), len(real)))
+    return blocks
+
+
 def _ids(key: Key) -> np.ndarray:
     return np.ascontiguousarray(key.client_ids, np.uint64)
 
@@ -177,22 +189,36 @@ class SparseTextLogReg(Problem):
 
     def node_gradient_sum(self, rows, w: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """sum_k weights_k grad F_k(w) over the nodes `rows`, with
-        grad F_k(w) = (1/n_k) sum_{i in k} l_i'(<x_i, w>) x_i + lam w."""
+        grad F_k(w) = (1/n_k) sum_{i in k} l_i'(<x_i, w>) x_i + lam w.
+        A stack w (G, d) of a fused group gives (G, d), one pass over the data for all."""
         rows = np.asarray(rows, np.int64)
-        out = np.zeros(self.train.dim)
-        K.gradient_sum(*self._csr(), self.train.offsets, rows, weights / self.node_sizes(rows),
-                       np.ascontiguousarray(w, np.float64), out)
+        coef = weights / self.node_sizes(rows)
+        w = np.asarray(w, np.float64)
+        if w.ndim == 2:
+            out = np.empty_like(w)
+            for lanes, real in _lane_blocks(len(w)):
+                part = np.zeros((self.train.dim, len(lanes)))
+                K.gradient_sum_group(*self._csr(), self.train.offsets, rows, coef,
+                                     np.ascontiguousarray(w[lanes].T), part)
+                out[lanes[:real]] = part.T[:real]
+        else:
+            out = np.zeros(self.train.dim)
+            K.gradient_sum(*self._csr(), self.train.offsets, rows, coef, np.ascontiguousarray(w), out)
         out += (self.lam * weights.sum()) * w
         return out
 
     def node_pass_sum(self, rows, key: Key, w: np.ndarray, g: np.ndarray, *, h: np.ndarray,
                       weights: np.ndarray, steps: np.ndarray | None = None, scaled: bool = False,
-                      passes: int = 1, eta: float = 1.0, mu: float = 0.0) -> np.ndarray:
+                      passes: int = 1, eta=1.0, mu=0.0) -> np.ndarray:
         """sum_k weights_k (w_k - w): node k's local SVRG-type passes from w (see
         `kernels_sparse.svrg_passes`) with step h_k, drift eta g, proximal weight mu and, if
         `scaled`, FSVRG's s_k^j. `steps=None`: one pass over a keyed random permutation of
         the node's samples (key stream PERMUTATION, step = pass); else steps[k] samples
-        drawn with replacement (stream BATCH, one pass)."""
+        drawn with replacement (stream BATCH, one pass).
+
+        A fused group of G members: w and g stacks (G, d), h (nodes, G), eta and mu numbers
+        or (G,); returns (G, d), member m equal to its own call, in one pass over the data
+        (`kernels_sparse.svrg_passes_group`)."""
         rows = np.asarray(rows, np.int64)
         sizes = self.node_sizes(rows)
         replace = steps is not None
@@ -205,13 +231,28 @@ class SparseTextLogReg(Problem):
         if scaled and self.train.scale is None:
             raise ValueError("scaled passes need the FSVRG scalings (build with from_nodes)")
         scale = self.train.scale if scaled else np.empty(0)
+        w, g = np.asarray(w, np.float64), np.asarray(g, np.float64)
+        common = (*self._csr(), scale, self.train.offsets, rows, _ids(key), key.seed, key.round,
+                  BATCH if replace else PERMUTATION, replace, steps)
+        if w.ndim == 2:
+            members = w.shape[0]
+            h = np.asarray(h, np.float64)
+            h = np.broadcast_to(h[:, None] if h.ndim == 1 else h, (len(rows), members))
+            mu = np.broadcast_to(np.asarray(mu, np.float64), (members,))
+            eta = np.broadcast_to(np.asarray(eta, np.float64), (members,))
+            out = np.empty_like(w)
+            for lanes, real in _lane_blocks(members):
+                part = np.zeros((self.train.dim, len(lanes)))
+                alpha = K.svrg_passes_group(
+                    *common, np.ascontiguousarray(h[:, lanes]), np.asarray(weights, np.float64),
+                    self.lam, mu[lanes].copy(), eta[lanes].copy(), int(passes),
+                    np.ascontiguousarray(w[lanes].T), np.ascontiguousarray(g[lanes].T), part)
+                out[lanes[:real]] = part.T[:real] + alpha[:real, None] * g[lanes[:real]]
+            return out  # (the alpha term: the coordinates off each node's support)
         out = np.zeros(self.train.dim)
-        g = np.ascontiguousarray(g, np.float64)
-        alpha = K.svrg_passes(*self._csr(), scale, self.train.offsets, rows, _ids(key),
-                              key.seed, key.round, BATCH if replace else PERMUTATION, replace,
-                              steps, np.asarray(h, np.float64), np.asarray(weights, np.float64),
+        alpha = K.svrg_passes(*common, np.asarray(h, np.float64), np.asarray(weights, np.float64),
                               self.lam, float(mu), float(eta), int(passes),
-                              np.ascontiguousarray(w, np.float64), g, out)
+                              np.ascontiguousarray(w), np.ascontiguousarray(g), out)
         out += alpha * g  # the coordinates off each node's support
         return out
 
