@@ -71,7 +71,7 @@ def timed(fn) -> tuple[float, float]:
     return time.perf_counter() - t, time.process_time() - c
 
 
-def per_round(rounds: int, repeats: int) -> list[str]:
+def per_round(rounds: int, repeats: int, cases: dict) -> list[str]:
     """For each case: one configuration and the fused group, with the composite family's
     compiled local loop (the default) and without it (the algorithm's Python steps, as
     before the loop existed; only where the loop applies), interleaved so all see the same
@@ -81,7 +81,7 @@ def per_round(rounds: int, repeats: int) -> list[str]:
              "fused group, ms/round: wall min / median (CPU) | group cost in single rounds "
              "(wall; CPU) | configurations x rounds per s, fused / unfused |",
              "|---|---|---|---|---|---|---|"]
-    for name, (problem_section, algorithm, fixed, grid) in CASES.items():
+    for name, (problem_section, algorithm, fixed, grid) in cases.items():
         cfgs = [parse_run({"problem": problem_section, "algorithm": {"name": algorithm, **fixed, **g}})
                 for g in grid]
         problem = build_problem(cfgs[0].problem, 0)
@@ -172,6 +172,8 @@ def main() -> None:
     parser.add_argument("--sweep", default="sweeps/e1_lasso.yaml", help="the sweep file to run")
     parser.add_argument("--sweep-rounds", type=int, default=100)
     parser.add_argument("--only", default="rounds,sweep")
+    parser.add_argument("--cases", default="", help="per-round cases whose name contains one "
+                        "of these comma-separated words (default: all), e.g. E5")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     started = _dt.datetime.now()
@@ -180,7 +182,9 @@ def main() -> None:
            f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
            f"load average at start {load()}", ""]
     if "rounds" in args.only:
-        out += ["## Per round", "", *per_round(args.rounds, args.repeats), ""]
+        words = [w for w in args.cases.split(",") if w]
+        cases = {k: v for k, v in CASES.items() if not words or any(w in k for w in words)}
+        out += ["## Per round", "", *per_round(args.rounds, args.repeats, cases), ""]
     if "sweep" in args.only:
         out += [f"## `fco-ray sweep {args.sweep}` end to end ({args.sweep_rounds} rounds)", "",
                 *sweep(args.sweep, args.sweep_rounds), ""]
