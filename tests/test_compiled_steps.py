@@ -104,3 +104,21 @@ def test_stacked_metrics_equal_one_by_one():
         assert together[g].keys() == alone.keys()
         for k in alone:
             np.testing.assert_allclose(together[g][k], alone[k], rtol=1e-12, err_msg=k)
+
+
+def test_a_subclass_with_its_own_gradient_gets_it_called():
+    """The compiled loop computes the least-squares gradient itself: a subclass that
+    overrides `grad` (or `loss_and_grad`) runs the algorithm's steps, with its gradient."""
+    calls = []
+
+    class Counted(LinearRegression):
+        def grad(self, params, rows, key, batch_size):
+            calls.append(len(rows))
+            return super().grad(params, rows, key, batch_size)
+
+    problem, algorithm = build(LASSO, "fedmid", local_steps=3, batch_size=4, clients_per_round=4)
+    plain = run_rounds(problem, algorithm, LocalBackend(problem), rounds=2, eval_every=1, seed=0)
+    problem.__class__ = Counted
+    counted = run_rounds(problem, algorithm, LocalBackend(problem), rounds=2, eval_every=1, seed=0)
+    assert calls == [4] * 6  # 2 rounds x 3 steps, 4 clients each
+    assert_rows_close(rows(counted), rows(plain))

@@ -66,7 +66,7 @@ class LinearRegression(Problem):
         and the steps use minibatches; a fused group's members share each minibatch. Same
         numbers as the step-by-step loop up to rounding (tests/test_fused.py)."""
         lam = _l1_weight(self.psi)
-        if batch_size is None or lam is None:
+        if batch_size is None or lam is None or self._gradient_overridden():
             return None
         rows = np.asarray(rows)
         ids = np.asarray(key.client_ids, dtype=np.uint64).reshape(-1)
@@ -87,6 +87,13 @@ class LinearRegression(Problem):
             np.ascontiguousarray(np.broadcast_to(np.asarray(lr, float), (n,))), *thresholds,
             lam if subgradient else 0.0)
         return {"w": w.reshape((n,) + self.shapes["w"]), "b": b}
+
+    def _gradient_overridden(self) -> bool:
+        """A subclass with its own gradient: the compiled loop, which computes this class's
+        least-squares gradient itself, must not bypass it."""
+        cls = type(self)
+        return cls.grad is not LinearRegression.grad or \
+            cls.loss_and_grad is not LinearRegression.loss_and_grad
 
     def _group_grad(self, params: Params, key, ids, sizes, offsets, batch_size: int, group: int):
         """The half-squared-error gradients of G = `group` models per client on the client's
