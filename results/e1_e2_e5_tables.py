@@ -46,11 +46,36 @@ def pm(values: pd.Series) -> str:
     v = values.dropna().astype(float)
     if v.empty:
         return "–"
+    if (v == v.round()).all():  # counts (rank): whole numbers
+        return f"{v.mean():.3g}" if len(v) == 1 or v.nunique() == 1 else f"{v.mean():.3g} ± {v.std(ddof=1):.2g}"
     if len(v) == 1:
         return fmt(v.mean())
     m, sd = v.mean(), v.std(ddof=1)
     same = f"{sd:.3f}" if 0.01 <= abs(m) < 100 else f"{sd:.1f}" if abs(m) >= 100 else f"{sd:.2g}"
     return f"{fmt(m)} ± {same}"
+
+
+def cols_for(problem, metric, t) -> list[str]:
+    return [c for c in COLUMNS.get(problem, [metric]) if c in t]
+
+
+def at_round(data, t: pd.DataFrame, cols: list[str], rnd: int) -> pd.DataFrame:
+    """The trials' values at evaluated round `rnd` (from their series) instead of their final
+    ones: a trial still running (its sweep stopped by hand) that got there counts as finished
+    there, one that ended diverged before it keeps its status."""
+    t = t.copy()
+    for i, r in t.iterrows():
+        if r["status"] == "diverged":
+            continue
+        reached = True
+        for m in cols:
+            h = data.history(r["run_id"], m)
+            h = h[h.index <= rnd]
+            reached &= len(h) > 0 and h.index[-1] == rnd
+            t.at[i, m] = h.iloc[-1] if len(h) else np.nan
+        t.at[i, "status"] = "finished" if reached else "running"
+        t.at[i, "final_round"] = rnd if reached else np.nan
+    return t
 
 
 class Pooled:
@@ -97,6 +122,10 @@ def main() -> None:
     ap.add_argument("sweep", nargs="+", help="sweeps whose trials are pooled (e.g. seed 0, seeds 1-2)")
     ap.add_argument("--tracking-uri", help="the store of every SWEEP not written NAME@URI")
     ap.add_argument("--csv")
+    ap.add_argument("--at-round", type=int, help="values at this evaluated round instead of the last")
+    ap.add_argument("--all-seeds-only", action="store_true", help="only the pairs that ran on every seed")
+    ap.add_argument("--drop-interrupted", action="store_true",
+                    help="leave out trials still `running` (their sweep was stopped)")
     ap.add_argument("--select-seed", type=int, help="rank the pairs on this seed alone (the seed that ran the whole grid)")
     ap.add_argument("--curves", help="PNG: the first two metrics by round at the listed pairs, mean over seeds")
     ap.add_argument("--paper", nargs="*", default=[], help="CLIENT,SERVER:ALGORITHM[,ALGORITHM]")
@@ -106,8 +135,15 @@ def main() -> None:
     data = Pooled(sweeps)
     t = pd.concat([d.trials for d in sweeps], ignore_index=True)
     metric, mode = data.ranking(None, None)
+    if args.all_seeds_only:  # the pairs every seed ran
+        n = t.groupby(["algorithm", CL, SL])["seed"].transform("nunique")
+        t = t[n == t["seed"].nunique()].reset_index(drop=True)
+    if args.at_round is not None:
+        t = at_round(data, t, cols_for(data.problem, metric, t), args.at_round)
+    if args.drop_interrupted:  # trials of a sweep stopped by hand: not run, not failed
+        t = t[t["status"] != "running"].reset_index(drop=True)
     problem = data.problem
-    cols = [c for c in COLUMNS.get(problem, [metric]) if c in t]
+    cols = cols_for(problem, metric, t)
     paper = {}
     for spec in args.paper:
         rates, algs = spec.split(":")
@@ -121,7 +157,7 @@ def main() -> None:
     ranked_on = f"seed {args.select_seed}" if args.select_seed is not None else "the mean over seeds"
     ties = f"; ties broken by the earliest mean {FIRST[problem][2]}" if problem in FIRST else ""
     print(f"sweeps {', '.join(d.name for d in sweeps)}: {len(t)} trials, seeds "
-          f"{[int(x) for x in seeds]}; pairs ranked by the final {metric} ({mode}) on {ranked_on}{ties}\n")
+          f"{[int(x) for x in seeds]}; pairs ranked by the {'final' if args.at_round is None else f'round-{args.at_round}'} {metric} ({mode}) on {ranked_on}{ties}\n")
     extra = FIRST.get(problem, (None, None, None))[2]
     head = ["algorithm", "rate pair (client, server)", *cols] + ([extra] if extra else []) + ["seeds"]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
