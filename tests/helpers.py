@@ -24,3 +24,13 @@ def one_client_grad(problem, params, cid, seed, rnd, step, batch_size):
     key = Key(seed, rnd, np.array([cid])).with_step(step)
     g = problem.grad(stacked, np.array([cid]), key, batch_size)
     return {k: v[0] for k, v in g.items()}
+
+
+def assert_same_run(result, reference, rtol=1e-12):
+    """Two RunResults agree: status, evaluated rounds, metric names and values (to rtol)."""
+    assert result.status == reference.status
+    assert [r["round"] for r in result.records] == [r["round"] for r in reference.records]
+    for a, b in zip(result.records, reference.records):
+        assert a.keys() == b.keys()
+        for k in a:
+            np.testing.assert_allclose(a[k], b[k], rtol=rtol, atol=0, err_msg=k)

@@ -10,6 +10,7 @@ from fco_ray.config import parse_run
 from fco_ray.engine import run_rounds
 from fco_ray.fused import Fused, run_fused
 from fco_ray.problems import build_problem
+from .helpers import assert_same_run
 
 LASSO = {"name": "lasso", "clients": 8, "dim": 24, "support": 6, "samples_per_client": 16,
          "val_clients": 2}
@@ -23,13 +24,7 @@ def algorithms(name: str, grid: list[dict], problem="lasso", **fixed):
             for g in grid]
 
 
-def assert_same(fused_result, unfused_result):
-    assert fused_result.status == unfused_result.status
-    assert [r["round"] for r in fused_result.records] == [r["round"] for r in unfused_result.records]
-    for a, b in zip(fused_result.records, unfused_result.records):
-        assert a.keys() == b.keys()
-        for k in a:
-            np.testing.assert_allclose(a[k], b[k], rtol=1e-12, atol=0, err_msg=k)
+assert_same = assert_same_run  # fused member vs its own run
 
 
 def check(problem_section, name, grid, rounds=12, eval_every=3, seed=0, backend=None, **fixed):

@@ -15,6 +15,7 @@ from fco_ray.engine import run_rounds
 from fco_ray.fused import Fused, run_fused
 from fco_ray.problems.text import SparseTextLogReg
 from fco_ray.random import Key
+from .helpers import assert_same_run
 
 
 @pytest.fixture(scope="module")
@@ -85,13 +86,7 @@ GROUPS = {
 DIVERGED = {"gd": [2], "fsvrg": [2], "fsvrg_naive": [2], "dane": [2]}
 
 
-def assert_same(fused, alone):
-    assert fused.status == alone.status
-    assert [r["round"] for r in fused.records] == [r["round"] for r in alone.records]
-    for a, b in zip(fused.records, alone.records):
-        assert a.keys() == b.keys()
-        for key in a:
-            np.testing.assert_allclose(a[key], b[key], rtol=1e-12, atol=0, err_msg=key)
+assert_same = assert_same_run  # fused member vs its own run
 
 
 @pytest.mark.parametrize("name", sorted(GROUPS))
