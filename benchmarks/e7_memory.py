@@ -127,8 +127,9 @@ def report(rows: list[dict], command: str) -> str:
                       f"{r['fused_round_s']:.1f} s, traced peak {r['fused_round_peak'] / MiB:,.1f} MiB "
                       f"above the data ({r['fused_round_peak'] / (r['d'] * 8 * r['fused']):.0f} x "
                       f"one length-d vector per member); the group kernel's own scratch, allocated "
-                      f"by numba and not traced, is (8 + 1) x d x {lanes} lanes doubles = "
-                      f"{9 * r['d'] * lanes * 8 / MiB:.1f} MiB per call, independent of the nodes; "
+                      f"by numba and not traced, is (6 + 1) x d x {lanes} lanes doubles = "
+                      f"{7 * r['d'] * lanes * 8 / MiB:.1f} MiB per call (plus a few length-d "
+                      f"vectors), independent of the nodes; "
                       f"iterates finite: {r['fused_finite']}.", ""]
     return "\n".join(lines) + "\n"
 
