@@ -403,7 +403,7 @@ def real_sweep(tmp_path_factory):
     path.write_text(yaml.safe_dump({**REAL_SWEEP, "tracking": {"uri": uri}}))
     cwd = Path.cwd()
     os.chdir(root)  # the automatic report goes to ./reports/<sweep>
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)  # never a cluster found here
     try:
         outcome = run_sweep(path, storage=root / "ray_results", echo=lambda line: None)
     finally:

@@ -449,20 +449,15 @@ def test_client_state_is_per_run_and_kept_by_the_backend(small):
 
 
 @pytest.mark.ray
-def test_ray_actors_give_the_local_result(small):
+def test_ray_actors_give_the_local_result(small, ray_cluster):
     """Real actors (pickled shards), every algorithm of the family: the compiled passes give
     the local numbers; CoCoA+'s duals live on the actors between rounds."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False)
-    try:
-        for name, h in (("cocoa_plus", None), ("fsvrg", 30.0), ("fsvrg_naive", 0.3), ("dane", 30.0),
-                        ("gd", 8.0)):
-            algorithm = {"name": name} if h is None else {"name": name, "client_lr": h}
-            cfg = {"problem": {"name": "custom"}, "algorithm": algorithm, "rounds": 3, "eval_every": 1}
-            local = fco_ray.run(cfg, problem=small)
-            remote = fco_ray.run({**cfg, "backend": {"name": "ray", "actors": 2}}, problem=small)
-            np.testing.assert_allclose(remote["train_loss"], local["train_loss"], rtol=1e-12)
-            np.testing.assert_allclose(remote["suboptimality"], local["suboptimality"], rtol=1e-9)
-            assert remote["suboptimality"].is_monotonic_decreasing, name
-    finally:
-        ray.shutdown()
+    for name, h in (("cocoa_plus", None), ("fsvrg", 30.0), ("fsvrg_naive", 0.3), ("dane", 30.0),
+                    ("gd", 8.0)):
+        algorithm = {"name": name} if h is None else {"name": name, "client_lr": h}
+        cfg = {"problem": {"name": "custom"}, "algorithm": algorithm, "rounds": 3, "eval_every": 1}
+        local = fco_ray.run(cfg, problem=small)
+        remote = fco_ray.run({**cfg, "backend": {"name": "ray", "actors": 2}}, problem=small)
+        np.testing.assert_allclose(remote["train_loss"], local["train_loss"], rtol=1e-12)
+        np.testing.assert_allclose(remote["suboptimality"], local["suboptimality"], rtol=1e-9)
+        assert remote["suboptimality"].is_monotonic_decreasing, name
