@@ -122,3 +122,15 @@ def test_a_subclass_with_its_own_gradient_gets_it_called():
     counted = run_rounds(problem, algorithm, LocalBackend(problem), rounds=2, eval_every=1, seed=0)
     assert calls == [4] * 6  # 2 rounds x 3 steps, 4 clients each
     assert_rows_close(rows(counted), rows(plain))
+
+
+def test_a_subclass_with_its_own_metrics_gets_them_in_a_fused_group():
+    problem, _ = build(LASSO, "fedmid")
+
+    class Extra(LinearRegression):
+        def evaluate(self, params):
+            return {**super().evaluate(params), "w0": float(params["w"][0])}
+
+    problem.__class__ = Extra
+    stacked = {"w": np.arange(3 * LASSO["dim"], dtype=float).reshape(3, -1), "b": np.zeros(3)}
+    assert [m["w0"] for m in problem.metrics_stack(stacked, 3)] == [0.0, 24.0, 48.0]

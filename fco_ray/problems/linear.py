@@ -64,9 +64,9 @@ class LinearRegression(Problem):
         """The composite family's K local steps in one compiled call per block of clients
         (`kernels.least_squares_steps`) where psi is an l1 penalty (or zero) on `w` alone
         and the steps use minibatches; a fused group's members share each minibatch. Same
-        numbers as the step-by-step loop up to rounding (tests/test_fused.py)."""
+        numbers as the step-by-step loop up to rounding (tests/test_compiled_steps.py)."""
         lam = _l1_weight(self.psi)
-        if batch_size is None or lam is None or self._gradient_overridden():
+        if batch_size is None or lam is None or self._overrides("grad", "loss_and_grad"):
             return None
         rows = np.asarray(rows)
         ids = np.asarray(key.client_ids, dtype=np.uint64).reshape(-1)
@@ -88,12 +88,11 @@ class LinearRegression(Problem):
             lam if subgradient else 0.0)
         return {"w": w.reshape((n,) + self.shapes["w"]), "b": b}
 
-    def _gradient_overridden(self) -> bool:
-        """A subclass with its own gradient: the compiled loop, which computes this class's
-        least-squares gradient itself, must not bypass it."""
-        cls = type(self)
-        return cls.grad is not LinearRegression.grad or \
-            cls.loss_and_grad is not LinearRegression.loss_and_grad
+    def _overrides(self, *names: str) -> bool:
+        """Whether a subclass has its own version of any of these methods: the compiled loop
+        and the stacked metrics compute this class's gradient and metrics themselves, and
+        must not bypass a subclass's."""
+        return any(getattr(type(self), n) is not getattr(LinearRegression, n) for n in names)
 
     def _group_grad(self, params: Params, key, ids, sizes, offsets, batch_size: int, group: int):
         """The half-squared-error gradients of G = `group` models per client on the client's
@@ -170,6 +169,8 @@ class LinearRegression(Problem):
         """`metrics` of G stacked models with one pass over the training (and validation)
         data for all of them: predictions X W^T for G models as one matrix product instead
         of G passes over the samples. Same values as `metrics` up to summation order."""
+        if self._overrides("metrics", "evaluate", "objective", "loss", "mse", "predict"):
+            return super().metrics_stack(stacked, count)
         w = np.asarray(stacked["w"], dtype=float).reshape(count, -1)
         b = np.broadcast_to(np.asarray(stacked["b"], dtype=float), (count,))
         with np.errstate(all="ignore"):
