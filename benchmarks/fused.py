@@ -91,7 +91,6 @@ def per_round(rounds: int, repeats: int, cases: dict) -> list[str]:
         stable = min(range(len(grid)), key=lambda i: grid[i]["client_lr"] * grid[i]["server_lr"])
         loops = ["compiled", "Python steps"] if uses_compiled_loop(problem, algorithms[0]) else ["-"]
         times = {loop: {"single": [], "fused": []} for loop in loops}
-        results = None
         every = min(20, rounds)  # E1-E2 sweeps evaluate every 20 rounds
         for rep in range(repeats + 1):  # the first repeat warms up (compilation, caches)
             for loop in loops:

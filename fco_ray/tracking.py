@@ -265,7 +265,7 @@ def write_ahead_log(db: Path) -> None:
     """Put a local SQLite store in WAL mode (persistent in the file; MLflow's connections and
     `mlflow ui` then use it too): a sweep's driver commits once per child-run write, and a
     commit costs one sync of the log instead of the rollback journal's several (MLflow's
-    writes 1.6-3x faster here, benchmarks/results/mlflow_sqlite.md); readers such as the UI
+    writes 1.9x faster here by the medians, benchmarks/results/mlflow_sqlite.md); readers such as the UI
     no longer block the writer. Left as it is on a network file system, or if the database
     cannot be changed (read-only: the caller only reads)."""
     if _filesystem(db) in NETWORK_FILESYSTEMS:
