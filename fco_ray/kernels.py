@@ -227,25 +227,31 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
     xb = np.empty((batch, dim))
     yb = np.empty(batch)
     u = np.empty((group, dim))
+    prod = np.empty((group, batch))
     resid = np.empty((group, batch))
+    gw = np.empty((group, dim))
     for c in range(clients):
         r0 = c * group
+        wc = w[r0:r0 + group]  # this client's G rows (a view: updated in place)
         for k in range(steps):
             flat = keyed_integers(seed, rnd, k, stream, ids[c:c + 1], sizes[c:c + 1], batch)
             for j in range(batch):
                 i = flat[0, j] + offsets[c]
                 xb[j] = x[i]
                 yb[j] = y[i]
-            for g in range(group):
-                t = pre[k, r0 + g]
-                for p in range(dim):
-                    v = w[r0 + g, p]
-                    u[g, p] = v - min(max(v, -t), t)
-            prod = np.dot(u, xb.T)  # (G, B) residuals before the bias
+            if np.any(pre[k, r0:r0 + group] != 0.0):  # the gradient at a prox of w
+                for g in range(group):
+                    t = pre[k, r0 + g]
+                    for p in range(dim):
+                        v = wc[g, p]
+                        u[g, p] = v - min(max(v, -t), t)
+                np.dot(u, xb.T, prod)  # (G, B) residuals before the bias
+            else:  # at w itself: no copy
+                np.dot(wc, xb.T, prod)
             for g in range(group):
                 for j in range(batch):
                     resid[g, j] = (prod[g, j] + b[r0 + g] - yb[j]) / batch
-            gw = np.dot(resid, xb)  # (G, P): half the gradient
+            np.dot(resid, xb, gw)  # (G, P): half the gradient
             for g in range(group):
                 r = r0 + g
                 step, t = -lr[r], post[k, r]
@@ -254,12 +260,15 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
                     gb += resid[g, j]
                 if sub_lam != 0.0:  # subgradient steps: lam sign(w) added to the gradient
                     for p in range(dim):
-                        v = w[r, p]
+                        v = wc[g, p]
                         v = step * (sub_lam * np.sign(v) + 2.0 * gw[g, p]) + v
-                        w[r, p] = v - min(max(v, -t), t)
-                else:
+                        wc[g, p] = v - min(max(v, -t), t)
+                elif t != 0.0:
                     for p in range(dim):
-                        v = step * (2.0 * gw[g, p]) + w[r, p]
-                        w[r, p] = v - min(max(v, -t), t)
+                        v = step * (2.0 * gw[g, p]) + wc[g, p]
+                        wc[g, p] = v - min(max(v, -t), t)
+                else:  # no prox after the step (dual averaging keeps the unthresholded z)
+                    for p in range(dim):
+                        wc[g, p] = step * (2.0 * gw[g, p]) + wc[g, p]
                 b[r] = step * (2.0 * gb) + b[r]
     return w, b
