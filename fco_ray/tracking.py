@@ -40,11 +40,12 @@ ROLE, SWEEP, TRIAL_ID, ALGORITHM, STATUS = "fco.role", "fco.sweep", "fco.trial_i
 PARENT = "mlflow.parentRunId"
 FINAL_ROUND = "fco.final_round"
 RETRIES = "fco.retries"  # reruns of a trial after its process failed
-MAX_METRICS_PER_BATCH = 1000  # MLflow's log_batch limit
+MAX_METRICS_PER_BATCH = 1000  # MLflow's log_batch limits: entries in all, params, tags
+MAX_PARAMS_PER_BATCH = MAX_TAGS_PER_BATCH = 100
 # MLflow 3's UI picks the experiment's view from this tag (its JS: ExperimentKind); without
 # it an experiment of runs with no traces may be shown as a GenAI one
 EXPERIMENT_KIND, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
-SUMMARY_PREFIXES = ("final.", "best.")
+SUMMARY_PREFIXES = ("final.", "best.", "mean.")
 SHORT_NAMES = {"algorithm.client_lr": "lr", "algorithm.server_lr": "slr"}
 # metric directions by name (substring): what "best" means for a metric that is not the
 # sweep's ranked one; metrics matching neither (density, rank, floats_up) get no best.*
@@ -150,13 +151,17 @@ def direction(metric: str, ranked: str | None = None, mode: str | None = None) -
 
 
 class Summary:
-    """The summary metrics of one run, from its rows: `final.<m>` (last finite value) and
-    `best.<m>` (min or max over the rounds, by `direction`)."""
+    """The summary metrics of one run, from its rows: `final.<m>` (last finite value),
+    `best.<m>` (min or max over the rounds, by `direction`) and, for the ranked metric,
+    `mean.<m>`: its mean over the evaluated rounds, the area under its curve, which breaks
+    ties of the final value in favour of the configuration that got there sooner
+    (`best_per_algorithm`)."""
 
     def __init__(self, ranked: str | None = None, mode: str | None = None):
         self.ranked, self.mode = ranked, mode
         self.final: dict[str, float] = {}
         self.best: dict[str, float] = {}
+        self.total: dict[str, list[float]] = {}  # the ranked metric: [sum, count]
 
     def add(self, row: dict) -> None:
         for k, v in row.items():
@@ -164,13 +169,17 @@ class Summary:
                 continue
             v = float(v)
             self.final[k] = v
+            if k == self.ranked:
+                total = self.total.setdefault(k, [0.0, 0])
+                total[0], total[1] = total[0] + v, total[1] + 1
             way = direction(k, self.ranked, self.mode)
             if way is not None and (k not in self.best or (v > self.best[k] if way == "max" else v < self.best[k])):
                 self.best[k] = v
 
     def metrics(self) -> dict[str, float]:
         return {**{f"final.{k}": v for k, v in self.final.items()},
-                **{f"best.{k}": v for k, v in self.best.items()}}
+                **{f"best.{k}": v for k, v in self.best.items()},
+                **{f"mean.{k}": total / count for k, (total, count) in self.total.items()}}
 
 
 def run_label(config: dict, keys: Iterable[str] = ("algorithm.client_lr", "algorithm.server_lr")) -> str:
@@ -261,21 +270,45 @@ NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "afs", "lustre", 
                        "fuse.sshfs", "9p", "beegfs", "glusterfs", "fuse.glusterfs")
 
 
-def write_ahead_log(db: Path) -> None:
+def write_ahead_log(db: Path) -> bool:
     """Put a local SQLite store in WAL mode (persistent in the file; MLflow's connections and
     `mlflow ui` then use it too): a sweep's driver commits once per child-run write, and a
     commit costs one sync of the log instead of the rollback journal's several (MLflow's
     writes 1.9x faster here by the medians, benchmarks/results/mlflow_sqlite.md); readers such as the UI
     no longer block the writer. Left as it is on a network file system, or if the database
-    cannot be changed (read-only: the caller only reads)."""
+    cannot be changed (read-only: the caller only reads). Returns whether the store is in WAL
+    mode."""
     if _filesystem(db) in NETWORK_FILESYSTEMS:
-        return
+        return False
     try:
         with contextlib.closing(sqlite3.connect(db, timeout=30)) as connection:
             if connection.execute("pragma journal_mode").fetchone()[0] != "wal":
                 connection.execute("pragma journal_mode=wal")
+            return connection.execute("pragma journal_mode").fetchone()[0] == "wal"
     except sqlite3.Error:
-        pass
+        return False
+
+
+def _sync_at_checkpoints(dbapi_connection, connection_record) -> None:
+    """SQLite's `synchronous=NORMAL` on a connection of a WAL-mode store: a commit is no
+    longer an fsync of the log (the log is synced at its checkpoints). A killed process
+    loses nothing that was committed; a power cut may lose the last commits but never
+    corrupts the database (SQLite's documented guarantee for WAL mode)."""
+    dbapi_connection.execute("pragma synchronous=normal")
+
+
+def _sync_mlflow_at_checkpoints(client: MlflowClient) -> None:
+    """Apply `_sync_at_checkpoints` to the connections of MLflow's SQLAlchemy engine for
+    this store (a sweep's driver writes ~3 commits per child run: each fsync cost more than
+    the write; benchmarks/results/mlflow_sweep_log.md). MLflow does not expose its engine
+    publicly: if a future MLflow moves it, writes just stay synchronous."""
+    from sqlalchemy import event
+
+    engine = getattr(getattr(getattr(client, "_tracking_client", None), "store", None), "engine", None)
+    if engine is None or event.contains(engine, "connect", _sync_at_checkpoints):
+        return
+    event.listen(engine, "connect", _sync_at_checkpoints)
+    engine.dispose()  # connections opened before (MLflow's setup) are reopened with it
 
 
 def _filesystem(path: Path) -> str:
@@ -301,8 +334,8 @@ class Store:
         self.uri = uri or default_uri()
         with _setup_lock(self.uri):
             self.client = MlflowClient(tracking_uri=self.uri)  # creates the tables if new
-            if self.uri.startswith("sqlite:///"):
-                write_ahead_log(Path(self.uri[len("sqlite:///"):]))
+            if self.uri.startswith("sqlite:///") and write_ahead_log(Path(self.uri[len("sqlite:///"):])):
+                _sync_mlflow_at_checkpoints(self.client)
 
     def experiment_id(self, name: str, create: bool = True) -> str | None:
         exp = self.client.get_experiment_by_name(name)
@@ -331,19 +364,25 @@ class Store:
             if not token:
                 return runs
 
-    def log_rows(self, run_id: str, rows: Iterable[dict], times: Iterable[int] | None = None) -> None:
+    def log_rows(self, run_id: str, rows: Iterable[dict], times: Iterable[int] | None = None,
+                 params: dict | None = None, tags: dict | None = None) -> None:
         """Log metric rows (`round` + metrics) with step = round; non-numbers are skipped.
-        `times`: each row's timestamp in ms (default: now)."""
+        `times`: each row's timestamp in ms (default: now). `params` (a config, flattened to
+        dotted keys) and `tags` go in the same writes: one `log_batch` unless MLflow's
+        limits (1000 entries, of which 100 params and 100 tags) need more."""
         rows = list(rows)
         times = list(times) if times is not None else [int(time.time() * 1000)] * len(rows)
         metrics = _metrics(rows, times)
-        for start in range(0, len(metrics), MAX_METRICS_PER_BATCH):
-            self.client.log_batch(run_id, metrics=metrics[start:start + MAX_METRICS_PER_BATCH])
+        params = [Param(k, param_text(v)) for k, v in flatten(params or {}).items()]
+        tags = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+        while metrics or params or tags:
+            p, t = params[:MAX_PARAMS_PER_BATCH], tags[:MAX_TAGS_PER_BATCH]
+            m = metrics[:MAX_METRICS_PER_BATCH - len(p) - len(t)]
+            self.client.log_batch(run_id, metrics=m, params=p, tags=t)
+            metrics, params, tags = metrics[len(m):], params[len(p):], tags[len(t):]
 
     def log_config(self, run_id: str, config: dict) -> None:
-        params = [Param(k, param_text(v)) for k, v in flatten(config).items()]
-        for start in range(0, len(params), 100):  # MLflow's params-per-batch limit
-            self.client.log_batch(run_id, params=params[start:start + 100])
+        self.log_rows(run_id, [], params=config)
 
     def set_tags(self, run_id: str, tags: dict) -> None:
         self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
@@ -363,16 +402,17 @@ def start_single_run(store: Store, config: dict, run_name: str) -> str:
 
 
 def close_run(store: Store, run_id: str, status: str, final_round: int,
-              summary: Summary | None = None) -> None:
+              summary: Summary | None = None, rows: Iterable[dict] = (),
+              times: Iterable[int] | None = None, params: dict | None = None) -> None:
     """End a run with its fco.status (finished, diverged, stopped, error), final round and
-    summary metrics (`final.*`, `best.*`, logged at step = the final round)."""
-    metrics = []
+    summary metrics (`final.*`, `best.*`, logged at step = the final round); metric `rows`
+    and `params` not yet written go in the same write (one `log_batch`, then the end)."""
+    rows, now = list(rows), int(time.time() * 1000)
+    times = list(times) if times is not None else [now] * len(rows)
     if summary is not None and summary.final:
-        metrics = _metrics([{"round": final_round, **summary.metrics()}], [int(time.time() * 1000)])
-    tags = [RunTag(k, str(v)) for k, v in {STATUS: status, FINAL_ROUND: final_round}.items()]
-    for start in range(0, max(1, len(metrics)), MAX_METRICS_PER_BATCH):  # one write, usually
-        store.client.log_batch(run_id, metrics=metrics[start:start + MAX_METRICS_PER_BATCH],
-                               tags=tags if start == 0 else [])
+        rows, times = rows + [{"round": final_round, **summary.metrics()}], times + [now]
+    store.log_rows(run_id, rows, times, params=params,
+                   tags={STATUS: status, FINAL_ROUND: final_round})
     store.client.set_terminated(run_id, "FAILED" if status == "error" else "FINISHED")
 
 
@@ -391,7 +431,8 @@ def trials_frame(runs: list) -> pd.DataFrame:
     """One row per child run: run_id, trial_id, algorithm, status (fco.status), run_status
     (MLflow's), final_round, the typed params (dotted keys, listed in `attrs["params"]`) and
     the final metric values (each metric's last step; listed in `attrs["metrics"]`; the
-    summary metrics `final.*`, `best.*` are left out: they repeat the series)."""
+    summary metrics `final.*`, `best.*` are left out: they repeat the series; `mean.*`, the
+    ranked metric's area under its curve, is a column but not in `attrs["metrics"]`)."""
     rows, params, metrics = [], set(), set()
     for r in runs:
         row = {"run_id": r.info.run_id, "trial_id": r.data.tags.get(TRIAL_ID),
@@ -401,6 +442,7 @@ def trials_frame(runs: list) -> pd.DataFrame:
         row.update({k: param_value(v) for k, v in r.data.params.items()})
         logged = {k: v for k, v in r.data.metrics.items() if not k.startswith(SUMMARY_PREFIXES)}
         row.update(logged)
+        row.update({k: v for k, v in r.data.metrics.items() if k.startswith("mean.")})
         params.update(r.data.params)
         metrics.update(logged)
         rows.append(row)
@@ -415,7 +457,10 @@ def best_per_algorithm(trials: pd.DataFrame, metric: str, mode: str) -> pd.DataF
     Trials are grouped by their config without `seed`; a group's score is the mean over its
     seeds of the final `metric`, where a trial that did not finish (diverged, stopped early,
     error) counts as the worst value (+inf for min, -inf for max), so such groups rank last
-    and an algorithm whose every group has one gets no best. Returns one row per algorithm:
+    and an algorithm whose every group has one gets no best. Groups tied on the score (e.g.
+    F1 = 1 at many rates) are ranked by the mean over seeds of `mean.<metric>` (the area
+    under the metric's curve: the group that got there sooner), then by their params' text.
+    Returns one row per algorithm:
     `algorithm`, `score`, `seeds`, `run_ids`, the config (dotted keys) and the mean final
     value of every metric over the group.
     """
@@ -428,9 +473,15 @@ def best_per_algorithm(trials: pd.DataFrame, metric: str, mode: str) -> pd.DataF
     out = []
     for alg, rows in trials.groupby("algorithm").groups.items():
         group_score = score[rows].groupby(config[rows]).mean()
-        chosen = group_score.idxmin() if mode == "min" else group_score.idxmax()
-        if not math.isfinite(group_score[chosen]):
+        top = group_score.min() if mode == "min" else group_score.max()
+        if not math.isfinite(top):
             continue
+        tied = group_score.index[group_score == top]
+        chosen = tied[0]
+        if len(tied) > 1 and f"mean.{metric}" in trials:  # the sooner, by the area under the curve
+            speed = trials.loc[rows, f"mean.{metric}"].groupby(config[rows]).mean()[tied]
+            if speed.notna().any():
+                chosen = speed.idxmin() if mode == "min" else speed.idxmax()
         members = trials.loc[rows][config[rows] == chosen]
         out.append({"algorithm": alg, "score": float(group_score[chosen]),
                     "seeds": sorted(members["seed"].tolist()) if "seed" in members else [],
@@ -448,7 +499,10 @@ class SweepLog:
     Child runs are keyed by trial id, so a resumed sweep reuses them: a trial whose run is
     FINISHED is not logged again, and a trial that is rerun from scratch continues its run
     after the last round already logged (same seed, same rows), never making a second run.
-    Metric rows are buffered and written in batches (fewer SQLite transactions).
+    Writes are few because a store's cost is per write (an SQLite transaction, a REST call),
+    not per value: a child run is created with its tags; its params and metric rows are
+    buffered and go in one batch every `FLUSH_ROWS` rows or `FLUSH_SECONDS`, and the last
+    batch goes with its end (status, summary metrics): ~3 writes for a short trial.
     """
 
     FLUSH_ROWS, FLUSH_SECONDS = 20, 5.0
@@ -468,6 +522,7 @@ class SweepLog:
             self.runs = {r.data.tags[TRIAL_ID]: r for r in children(store, parent)}
         self.parent_id = parent.info.run_id
         self._open: dict[str, dict] = {}  # trial id -> {run_id, last_step, rows, times, flushed}
+        self._closed: dict[str, str] = {}  # trial id -> run id, of runs ended by this sweep
 
     def finished(self) -> dict[str, dict]:
         """Trial id -> (status, final round, final metrics) of trials whose run is FINISHED."""
@@ -478,7 +533,7 @@ class SweepLog:
     def start(self, trial_id: str, config: dict, run_name: str) -> None:
         """Open (or reopen) the trial's child run; a FINISHED run stays closed, and an open
         one (a trial rerun by Tune after a failure, see `retry`) stays as it is."""
-        if trial_id in self._open:
+        if trial_id in self._open or trial_id in self._closed:
             return
         run = self.runs.get(trial_id)
         if run is not None and run.info.status == "FINISHED":
@@ -487,15 +542,16 @@ class SweepLog:
             run = self.store.client.create_run(self.experiment_id, run_name=run_name, tags={
                 PARENT: self.parent_id, ROLE: "trial", SWEEP: self.name, TRIAL_ID: trial_id,
                 ALGORITHM: config["algorithm"]["name"], STATUS: "running"})
-            self.store.log_config(run.info.run_id, {k: v for k, v in config.items() if k != "tracking"})
             self.runs[trial_id] = run
             last = -1
         else:  # interrupted or errored before: rerun from scratch, continue the same run
             self.store.client.update_run(run.info.run_id, status="RUNNING")
             self.store.set_tags(run.info.run_id, {STATUS: "running"})
             last = self.store.last_step(run.info.run_id, self.metric)
+        # the params go with the first batch (again after a restart: the same values)
         self._open[trial_id] = {"run_id": run.info.run_id, "last_step": last, "rows": [],
                                 "times": [], "flushed": time.monotonic(),
+                                "params": {k: v for k, v in config.items() if k != "tracking"},
                                 "summary": Summary(self.metric, self.mode)}
 
     def add_row(self, trial_id: str, row: dict) -> None:
@@ -525,21 +581,24 @@ class SweepLog:
         self.store.set_tags(trial["run_id"], {RETRIES: trial["retries"]})
 
     def _flush(self, trial: dict) -> None:
-        self.store.log_rows(trial["run_id"], trial["rows"], trial["times"])
-        trial["rows"], trial["times"], trial["flushed"] = [], [], time.monotonic()
+        if trial["rows"] or trial["params"]:  # kept for the next try if the write fails
+            self.store.log_rows(trial["run_id"], trial["rows"], trial["times"], params=trial["params"])
+        trial["rows"], trial["times"], trial["params"] = [], [], None
+        trial["flushed"] = time.monotonic()
 
     def end(self, trial_id: str, status: str) -> None:
         """Close the trial's run: status finished | diverged | stopped | error."""
-        trial = self._open.pop(trial_id, None)
+        trial = self._open.get(trial_id)
         if trial is None:
             return
-        self._flush(trial)
-        close_run(self.store, trial["run_id"], status, max(trial["last_step"], 0), trial["summary"])
-        self.runs[trial_id] = self.store.client.get_run(trial["run_id"])
+        close_run(self.store, trial["run_id"], status, max(trial["last_step"], 0), trial["summary"],
+                  trial["rows"], trial["times"], trial["params"])
+        del self._open[trial_id]
+        self._closed[trial_id] = trial["run_id"]
 
     def log_artifacts(self, trial_id: str, folder: str | Path) -> None:
         """Attach the files in `folder` (e.g. `model.npz`) to the trial's run, open or ended."""
-        run = self._open.get(trial_id, {}).get("run_id") or (
+        run = self._open.get(trial_id, {}).get("run_id") or self._closed.get(trial_id) or (
             self.runs[trial_id].info.run_id if trial_id in self.runs else None)
         if run is not None:
             self.store.client.log_artifacts(run, str(folder))

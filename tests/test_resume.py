@@ -18,6 +18,11 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 STEPS = list(range(0, 2001, 50))
 
 
+def tune_trial(run) -> str:
+    """The Tune trial of a child run (key `<trial>-<index>` for a fused trial's configuration)."""
+    return run.data.tags["fco.trial_id"].rsplit("-", 1)[0]
+
+
 def test_killed_sweep_resumes_each_trial_exactly_once(tmp_path):
     sweep = {"name": "rs", "algorithms": ["fedmid", "feddualavg"],
              "problem": {"name": "lasso", "clients": 16, "dim": 64, "support": 8,
@@ -41,10 +46,13 @@ def test_killed_sweep_resumes_each_trial_exactly_once(tmp_path):
         while not lines.get(timeout=max(1, deadline - time.monotonic())).startswith("[1/4]"):
             pass
         # wait until the next trial has logged some rounds, then kill driver and its cluster
+        # (the next Tune trial: a fused trial's configurations end one after the other, and
+        # killing between them leaves a half-finished group, which is rerun as a whole)
         experiment = store.experiment_id("rs", create=False)
         while time.monotonic() < deadline:
             runs = children(store, find_parent(store, experiment, "rs"))
-            running = [r for r in runs if r.info.status == "RUNNING"]
+            ended = {tune_trial(r) for r in runs if r.info.status == "FINISHED"}
+            running = [r for r in runs if r.info.status == "RUNNING" and tune_trial(r) not in ended]
             if running and store.last_step(running[0].info.run_id, "f1") >= 0:
                 break
             time.sleep(0.5)
@@ -72,6 +80,5 @@ def test_killed_sweep_resumes_each_trial_exactly_once(tmp_path):
     for trial_id, run in done_before.items():  # untouched: not rerun, not logged again
         assert after[trial_id].info.end_time == run.info.end_time
         assert store.client.get_metric_history(run.info.run_id, "f1") == history_before[trial_id]
-        tune_trial = trial_id.rsplit("-", 1)[0]  # configuration <index> of a fused Tune trial
-        results = (tmp_path / "state" / "rs" / tune_trial / "result.json").read_text().splitlines()
+        results = (tmp_path / "state" / "rs" / tune_trial(run) / "result.json").read_text().splitlines()
         assert len(results) <= len(STEPS) + 1 and json.loads(results[-1])["round"] == 2000

@@ -53,8 +53,19 @@ def test_a_local_sqlite_store_writes_ahead_and_a_network_one_is_left_alone(tmp_p
         with sqlite3.connect(db) as connection:
             return connection.execute("pragma journal_mode").fetchone()[0]
 
-    tracking.Store(f"sqlite:///{tmp_path / 'local.db'}").experiment_id("x")
+    def synchronous(store):  # of a connection MLflow writes through (1 normal, 2 full)
+        with store.client._tracking_client.store.engine.connect() as connection:
+            return connection.exec_driver_sql("pragma synchronous").scalar()
+
+    local = tracking.Store(f"sqlite:///{tmp_path / 'local.db'}")
+    local.experiment_id("x")
     assert mode(tmp_path / "local.db") == "wal"
+    assert synchronous(local) == 1  # a commit is not an fsync: the log is synced at checkpoints
+    run = local.client.create_run(local.experiment_id("x")).info.run_id
+    local.log_rows(run, [{"round": 0, "loss": 1.5}])
+    assert [m.value for m in local.client.get_metric_history(run, "loss")] == [1.5]
     monkeypatch.setattr(tracking, "_filesystem", lambda path: "nfs4")
-    tracking.Store(f"sqlite:///{tmp_path / 'shared.db'}").experiment_id("x")
+    shared = tracking.Store(f"sqlite:///{tmp_path / 'shared.db'}")
+    shared.experiment_id("x")
     assert mode(tmp_path / "shared.db") == "delete"
+    assert synchronous(shared) == 2  # SQLite's default: left alone without WAL

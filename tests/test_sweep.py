@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -63,6 +64,10 @@ def test_child_runs_hold_every_evaluated_round_of_fco_run(swept):
             history = store.client.get_metric_history(row.run_id, metric)
             assert [m.step for m in history] == STEPS
             np.testing.assert_allclose([m.value for m in history], expected[metric], rtol=1e-12)
+        # the ranked metric's area under its curve, the tie-break of best_per_algorithm
+        run = store.client.get_run(row.run_id)
+        assert run.data.metrics["mean.f1"] == pytest.approx(np.mean(expected["f1"]), rel=1e-12)
+        assert "mean.train_loss" not in run.data.metrics
 
 
 @pytest.mark.ray
@@ -92,6 +97,27 @@ def test_diverged_trials_rank_last_and_best_config_is_tagged(swept):
         final = trials[(trials["algorithm"] == alg) & (trials["status"] == "finished")]["f1"]
         assert parent.data.metrics[f"best.{alg}.f1"] == pytest.approx(final.item())
     assert sum("diverged" in line for line in lines) == 2 and any("[4/4]" in line for line in lines)
+
+
+def test_ties_on_the_final_value_go_to_the_rates_that_got_there_sooner():
+    """Many rates reach F1 = 1: the best is the one with the larger area under its curve
+    (mean over seeds of mean.f1), wherever it sits in the grid; a lower final value never
+    wins on speed; without mean.* (older stores) the first tied config is kept."""
+    from fco_ray.tracking import best_per_algorithm
+
+    rows = [("0.001", 0, 1.0, 0.70), ("0.001", 1, 1.0, 0.72),   # tied, slower
+            ("0.01", 0, 1.0, 0.95), ("0.01", 1, 1.0, 0.93),     # tied, sooner: chosen
+            ("0.1", 0, 0.9, 0.99), ("0.1", 1, 0.9, 0.99)]       # fastest, lower final F1
+    frame = pd.DataFrame([{"run_id": f"r{i}", "algorithm": "feddualavg", "status": "finished",
+                           "algorithm.client_lr": lr, "seed": seed, "f1": f1, "mean.f1": mean}
+                          for i, (lr, seed, f1, mean) in enumerate(rows)])
+    frame.attrs.update(params=["algorithm.client_lr", "seed"], metrics=["f1"])
+    best = best_per_algorithm(frame, "f1", "max")
+    assert best["algorithm.client_lr"].item() == "0.01" and best["score"].item() == 1.0
+    assert best["run_ids"].item() == ["r2", "r3"]
+    older = frame.drop(columns="mean.f1")
+    older.attrs.update(frame.attrs)
+    assert best_per_algorithm(older, "f1", "max")["algorithm.client_lr"].item() == "0.001"
 
 
 @pytest.mark.ray

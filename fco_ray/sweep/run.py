@@ -104,7 +104,11 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             exp_dir.mkdir(parents=True, exist_ok=True)
             (exp_dir / SWEEP_COPY).write_text(resolved)
         try:
-            with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"):  # our loggers: tune_loggers
+            # our loggers (tune_loggers); and no warning each time a trial's checkpoint forces
+            # a snapshot of the experiment state: with num_to_keep=1 that is by design (a
+            # resumed sweep must find each trial's latest state), not a slowdown to fix
+            with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1",
+                           TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0"):
                 results = tuner.fit()
         except TrackingUnavailable as e:  # the MLflow store went away (see MLflowLogger)
             raise SweepInterrupted(
