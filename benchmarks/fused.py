@@ -1,6 +1,6 @@
 """Fused sweeps vs unfused: the configuration axis of fco_ray.fused, measured side by side.
 
-    .venv/bin/python benchmarks/fused.py [--rounds R] [--repeats N] [--sweep FILE] [--sweep-rounds R]
+    .venv/bin/python benchmarks/fused.py [--rounds R] [--repeats N] [--sweep FILE] [--sweep-rounds R] [--set K=V]
                                          [--only rounds,sweep] [--out FILE]
 
 rounds  per-round cost of one configuration (engine.run_rounds) and of a fused group of G
@@ -139,14 +139,15 @@ def python_steps(problem, on: bool):
         del problem.composite_steps
 
 
-def sweep(path: str, rounds: int) -> list[str]:
+def sweep(path: str, rounds: int, sets: list[str] = ()) -> list[str]:
     lines = ["| tune.fuse | Tune trials | configurations | wall time, s |", "|---|---|---|---|"]
     times = {}
     for fuse in ("false", "true"):
         with tempfile.TemporaryDirectory() as tmp:
             cmd = [sys.executable, "-m", "fco_ray", "sweep", str(ROOT / path),
                    "--set", f"rounds={rounds}", "--set", f"tune.fuse={fuse}", "--set", "report=false",
-                   "--set", f"tracking.uri=sqlite:///{tmp}/mlflow.db", "--storage", f"{tmp}/state"]
+                   "--set", f"tracking.uri=sqlite:///{tmp}/mlflow.db", "--storage", f"{tmp}/state",
+                   *[a for kv in sets for a in ("--set", kv)]]
             env = {**os.environ, "PYTHONPATH": str(ROOT)}
             env.pop("RAY_ADDRESS", None)
             t = time.perf_counter()
@@ -157,7 +158,7 @@ def sweep(path: str, rounds: int) -> list[str]:
             first = out.stdout.splitlines()[0]
         from fco_ray.sweep import load_sweep
 
-        sw = load_sweep(ROOT / path, [f"rounds={rounds}", f"tune.fuse={fuse}"])
+        sw = load_sweep(ROOT / path, [f"rounds={rounds}", f"tune.fuse={fuse}", *sets])
         lines.append(f"| {fuse} | {sw.num_tune_trials()} | {sw.num_trials()} | {times[fuse]:.0f} |")
         print(lines[-1], first, flush=True)
     lines.append(f"\nfused / unfused wall time: 1 / {times['false'] / times['true']:.1f}")
@@ -173,6 +174,8 @@ def main() -> None:
     parser.add_argument("--only", default="rounds,sweep")
     parser.add_argument("--cases", default="", help="per-round cases whose name contains one "
                         "of these comma-separated words (default: all), e.g. E5")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a sweep file override for both sweeps, e.g. seeds=[0] (repeatable)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     started = _dt.datetime.now()
@@ -186,7 +189,7 @@ def main() -> None:
         out += ["## Per round", "", *per_round(args.rounds, args.repeats, cases), ""]
     if "sweep" in args.only:
         out += [f"## `fco-ray sweep {args.sweep}` end to end ({args.sweep_rounds} rounds)", "",
-                *sweep(args.sweep, args.sweep_rounds), ""]
+                *sweep(args.sweep, args.sweep_rounds, args.set), ""]
     out.append(f"Load average at the end: {load()}")
     path = Path(args.out or ROOT / "benchmarks/results" / f"fused_{started:%Y-%m-%d_%H%M}.md")
     path.write_text("\n".join(out) + "\n")
