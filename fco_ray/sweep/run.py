@@ -97,18 +97,18 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                                run_config=tune.RunConfig(
                                    name=sweep.name, storage_path=str(root),
                                    callbacks=[logger, *tune_loggers()], verbose=0,
-                                   # a rerun needs only the latest state of its trial
-                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                                   # every checkpoint is kept (~10 per trial, each one
+                                   # state of the trial's models): with num_to_keep=1 Tune
+                                   # deletes the previous one before its experiment state
+                                   # stops naming it, and a sweep killed in between could
+                                   # not resume (tests/test_resume.py, under load)
+                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
                                    failure_config=tune.FailureConfig(
                                        max_failures=sweep.spec.tune.max_failures)))
             exp_dir.mkdir(parents=True, exist_ok=True)
             (exp_dir / SWEEP_COPY).write_text(resolved)
         try:
-            # our loggers (tune_loggers); and no warning each time a trial's checkpoint forces
-            # a snapshot of the experiment state: with num_to_keep=1 that is by design (a
-            # resumed sweep must find each trial's latest state), not a slowdown to fix
-            with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1",
-                           TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S="0"):
+            with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"):  # our loggers: tune_loggers
                 results = tuner.fit()
         except TrackingUnavailable as e:  # the MLflow store went away (see MLflowLogger)
             raise SweepInterrupted(
