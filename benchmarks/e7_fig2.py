@@ -53,7 +53,10 @@ def plan(sweep: dict, only: dict[str, list[float]],
         else:
             steps = only.get(name, grid)
         runs += [(name, None if h is None else float(h), False) for h in steps]
-    runs += [("fsvrg", float(h), True) for h in twin]
+        if name == "fsvrg":  # FSVRGR right after FSVRG: the pair the paper compares
+            runs += [("fsvrg", float(h), True) for h in twin]
+    if "fsvrg" not in sweep["algorithms"]:
+        runs += [("fsvrg", float(h), True) for h in twin]
     return runs
 
 

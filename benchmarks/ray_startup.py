@@ -16,7 +16,10 @@ for these ways of getting a cluster and actors, interleaved (A, B, C, A, B, C, .
   default    a new local cluster with Ray's default options (`ray.init(address="local")`),
              what the backend did before fco_ray/cluster.py (with address=None)
   fco_ray    a new local cluster through `fco_ray.cluster.connect()` (loopback, no
-             dashboard UI, no metrics collection, no worker logs to the driver)
+             dashboard UI, no metrics collection, no worker logs to the driver, and
+             neither the autoscaler monitor nor the log monitor: `cluster.LEAN`)
+  fco_ray_full  the same with Ray's full set of node processes (`cluster.LEAN = False`:
+             what `connect()` started before LEAN), for a side-by-side comparison
   connected_2nd  the second run of a process connected once (`fco_ray.cluster.connect()`):
              the cluster is up, the second backend ships its shards and starts its actors
   reused_2nd the second run inside `fco_ray.cluster.reuse()`: the second backend (on the
@@ -78,6 +81,7 @@ def timed_run(backend_of, out):
 
 
 t = time.perf_counter()
+cluster.LEAN = mode != "fco_ray_full"
 if mode == "default":
     ray.init(address="local")
 elif mode == "reused_2nd":
@@ -129,7 +133,7 @@ def probe(mode: str, address: str, env: dict) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--modes", default="fco_ray,connected_2nd,reused_2nd,joined")
+    p.add_argument("--modes", default="fco_ray_full,fco_ray,connected_2nd,reused_2nd,joined")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ray_startup.md"))
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # private Ray temp dir (short paths)

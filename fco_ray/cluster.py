@@ -54,6 +54,12 @@ LOCAL_OPTIONS = {
     # E4's MLP, benchmarks/results/ray_scaling.md). 0: the same priority as the driver.
     "_system_config": {"enable_metrics_collection": False, "worker_niceness": 0},
 }
+#: Leave out the two Ray processes a private one-node cluster has no use for: the
+#: autoscaler monitor (there is nothing to scale: the node is the whole cluster) and the log
+#: monitor (it forwards workers' output to drivers; `log_to_driver` is off). Each is a
+#: Python process importing Ray while the cluster starts, competing for the cores with the
+#: processes `ray.init` waits for (benchmarks/results/ray_startup.md). False: Ray's set.
+LEAN = True
 #: Options for joining a named cluster (its own processes are configured by whoever
 #: started it; these only concern this driver).
 JOIN_OPTIONS = {"log_to_driver": False, "logging_level": logging.WARNING}
@@ -116,7 +122,7 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Conne
             raise ClusterError(f"cannot connect to the Ray cluster at {named!r} "
                                f"(from the address option or RAY_ADDRESS): {e}{hint}") from e
         return Connection(True, False, ray.get_runtime_context().gcs_address)
-    with _loopback_node():
+    with _loopback_node(), _lean_node(LEAN):
         ray.init(address="local", num_cpus=num_cpus, **LOCAL_OPTIONS)
     return Connection(True, True, ray.get_runtime_context().gcs_address)
 
@@ -188,6 +194,32 @@ def reuse(address: str | None = None, *, num_cpus: int | None = None) -> Iterato
             if backend is not None:
                 backend.release_parked()
         disconnect(connection)
+
+
+@contextlib.contextmanager
+def _lean_node(lean: bool):
+    """Start the new local cluster without the autoscaler monitor and the log monitor (see
+    LEAN). `ray.init` has no options for them; the node parameters it builds
+    (`RayParams.no_monitor`, `include_log_monitor`, which Ray's own test clusters set) do,
+    so they are set on every RayParams made while this block runs (this thread only
+    calls `ray.init` meanwhile)."""
+    if not lean:
+        yield
+        return
+    from ray._private import parameter
+
+    original = parameter.RayParams.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.no_monitor = True
+        self.include_log_monitor = False
+
+    parameter.RayParams.__init__ = init
+    try:
+        yield
+    finally:
+        parameter.RayParams.__init__ = original
 
 
 @contextlib.contextmanager

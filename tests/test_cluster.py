@@ -303,3 +303,34 @@ def test_joins_a_cluster_on_loopback(ray_tmpdir):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == [f"JOINED True False {address}", "CLIENTS [3]",
                                         "LEFT False"], done.stdout
+
+
+_LEAN = """
+import json, ray
+from ray._private import parameter
+from fco_ray import cluster
+before = parameter.RayParams.__init__
+c = cluster.connect(num_cpus=1)
+@ray.remote
+def square(x):
+    return x * x
+out = {"kinds": sorted(ray._private.worker._global_node.all_processes), "started": c.started,
+       "restored": parameter.RayParams.__init__ is before, "square": ray.get(square.remote(7))}
+cluster.disconnect(c)
+print("PROBE " + json.dumps(out))
+"""
+
+
+@pytest.mark.ray
+def test_new_local_cluster_leaves_out_the_monitors(ray_tmpdir):
+    """A private cluster starts without the autoscaler monitor and the log monitor
+    (cluster.LEAN), runs tasks, and leaves Ray's RayParams as it was."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(PYTHONPATH=str(ROOT), RAY_TMPDIR=ray_tmpdir)
+    done = subprocess.run([sys.executable, "-c", _LEAN], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    probe = json.loads(done.stdout.split("PROBE ", 1)[1])
+    assert probe["started"] and probe["restored"] and probe["square"] == 49
+    assert {"gcs_server", "raylet"} <= set(probe["kinds"]), probe["kinds"]
+    assert not {"monitor", "log_monitor"} & set(probe["kinds"]), probe["kinds"]

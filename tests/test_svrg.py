@@ -461,3 +461,18 @@ def test_ray_actors_give_the_local_result(small, ray_cluster):
         np.testing.assert_allclose(remote["train_loss"], local["train_loss"], rtol=1e-12)
         np.testing.assert_allclose(remote["suboptimality"], local["suboptimality"], rtol=1e-9)
         assert remote["suboptimality"].is_monotonic_decreasing, name
+
+
+def test_importing_fco_ray_leaves_scipy_optimize_out():
+    """scipy.optimize (0.3-0.6 s per process) is imported by the L-BFGS solve of E7's
+    optimum only, not by every driver, Ray actor and Tune trial that imports fco_ray."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, fco_ray.api, fco_ray.backends.ray_backend, fco_ray.problems.text; "
+            "print('scipy.optimize' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"

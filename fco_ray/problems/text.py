@@ -33,7 +33,6 @@ from typing import ClassVar, Literal
 import numpy as np
 import scipy.sparse as sp
 from pydantic import Field, model_validator
-from scipy.optimize import minimize
 from scipy.special import expit
 
 from .. import kernels_sparse as K
@@ -336,6 +335,11 @@ class SparseTextLogReg(Problem):
                                   "solving again", RuntimeWarning, stacklevel=2)
                     w = None
         if w is None:
+            # imported here, not at the top: scipy.optimize costs every process that imports
+            # fco_ray (the driver, each Ray actor, each Tune trial) 0.3-0.6 s, and only
+            # this solve uses it
+            from scipy.optimize import minimize
+
             def fun(v):
                 value, grad = self.full_loss_grad({"w": v})
                 return value, grad["w"]
