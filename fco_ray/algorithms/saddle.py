@@ -22,7 +22,7 @@ from pydantic import Field
 
 from ..problems.base import Problem
 from ..random import NOISE, NOISE2, Key
-from ..tree import Params, axpy, copy, stack, sub, tmap
+from ..tree import Params, axpy, copy, per_row, stack, sub, tmap
 from .base import Algorithm, FederatedHyper, State
 
 
@@ -80,6 +80,22 @@ def _step_of(stacked: np.ndarray, k: int, like: np.ndarray, block_ndim: int) -> 
     return np.take(stacked, k, axis=like.ndim - block_ndim)
 
 
+def _sub_into(out: Params, x: Params, y: Params) -> Params:
+    """x - y, written into `out` (the same floats as `tree.sub`)."""
+    for b in out:
+        np.subtract(x[b], y[b], out=out[b])
+    return out
+
+
+def _axpy_into(out: Params, a, x: Params, y: Params, scratch: Params | None = None) -> Params:
+    """a * x + y (`tree.axpy`'s floats), written into `out`; `a` a number or one per row.
+    `out` may be `y` itself when a separate `scratch` holds a * x."""
+    for b in out:
+        ax = np.multiply(per_row(a, x[b].ndim), x[b], out=(scratch or out)[b])
+        np.add(ax, y[b], out=out[b])
+    return out
+
+
 class FeDualEx(_Ergodic, Algorithm):
     """Federated dual extrapolation (Algorithm 1). With P_t(v) = prox_{eta_c t psi}(v):
 
@@ -113,24 +129,23 @@ class FeDualEx(_Ergodic, Algorithm):
         return {"v": sub(state["sbar"], state["s"]), "t": state["t"]}
 
     def client_update(self, problem: Problem, payload, rows, key: Key):
-        lr, psi = self.hp.client_lr, problem.psi
+        lr, psi, steps = self.hp.client_lr, problem.psi, self.hp.local_steps
         v = stack(payload["v"], len(rows))
         u = tmap(np.zeros_like, v)  # s_k - s_r
-        halves = []  # u_k + eta_c g(z_k): the dual offset of z_half, per local step
-        for k in range(self.hp.local_steps):
+        scratch = tmap(np.empty_like, v)
+        # (C, K, ...) per block: step k's half-step dual offset u_k + eta_c g(z_k) of every
+        # client, written in place (the upload; without ergodic output one step's buffer)
+        dual = {b: np.empty((len(rows), steps if self.hp.ergodic else 1) + x.shape[1:])
+                for b, x in v.items()}
+        for k in range(steps):
             t = payload["t"] + k
-            anchor = sub(v, u)  # sbar - s_k
-            z = psi.prox(anchor, lr * t)
+            z = psi.prox(_sub_into(scratch, v, u), lr * t)  # anchor sbar - s_k
             g = problem.grad(z, rows, key.with_step(k, NOISE), self.hp.batch_size)
-            half = axpy(lr, g, u)
-            z_half = psi.prox(sub(v, half), lr * (t + 1))
+            half = _axpy_into({b: d[:, k if self.hp.ergodic else 0] for b, d in dual.items()}, lr, g, u)
+            z_half = psi.prox(_sub_into(scratch, v, half), lr * (t + 1))
             g_half = problem.grad(z_half, rows, key.with_step(k, NOISE2), self.hp.batch_size)
-            u = axpy(lr, g_half, u)
-            if self.hp.ergodic:
-                halves.append(half)
-        # (C, K, ...) per block: step k's half-step dual offset of every client
-        dual = {"halfdual_" + b: np.stack([h[b] for h in halves], axis=1) for b in v} if halves else {}
-        return {**u, **dual}
+            _axpy_into(u, lr, g_half, u, scratch)
+        return {**u, **({"halfdual_" + b: d for b, d in dual.items()} if self.hp.ergodic else {})}
 
     def server_update(self, problem, state, mean, rnd):
         zsum = {}
@@ -191,7 +206,8 @@ class PrimalSaddle(_Ergodic, Algorithm):
                 z = self._step(problem, z, g_half, at=z_half)
             else:
                 z = z_half
-            zsum = axpy(1.0, z_half, zsum)
+            for b in zsum:  # in place: the floats of axpy(1.0, z_half, zsum)
+                zsum[b] += z_half[b]
         return {**sub(z, payload["z"]), **self.ergodic_message(zsum)}
 
     def server_update(self, problem, state, mean, rnd):
