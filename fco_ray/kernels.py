@@ -203,6 +203,61 @@ def soft_threshold_rows(x, tau):
     return out
 
 
+@njit(cache=CACHE, fastmath={"reassoc", "contract"})
+def _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post, sub_lam):
+    """`least_squares_steps` for one model per client: the minibatch rows are read where they
+    are (no gathered copy, no BLAS call for a 1 x B product), residuals by dot products and
+    the gradient by B axpys. Same floating-point model as `linear_grad` (reassociated,
+    contracted sums: vectorized; never `nnan`/`ninf`, so a diverging run still shows NaN and
+    inf): equal to the gathered BLAS products up to rounding (~1e-15 relative per step)."""
+    rows, dim = w.shape
+    steps = pre.shape[0]
+    u = np.empty(dim)
+    g = np.empty(dim)
+    resid = np.empty(batch)
+    for c in range(rows):
+        wc = w[c]
+        for k in range(steps):
+            flat = keyed_integers(seed, rnd, k, stream, ids[c:c + 1], sizes[c:c + 1], batch)
+            t = pre[k, c]
+            at = wc
+            if t != 0.0:  # the gradient at a prox of w
+                for p in range(dim):
+                    v = wc[p]
+                    u[p] = v - min(max(v, -t), t)
+                at = u
+            gb = 0.0
+            for j in range(batch):
+                i = flat[0, j] + offsets[c]
+                xi = x[i]
+                dot = 0.0
+                for p in range(dim):
+                    dot += xi[p] * at[p]
+                r = (dot + b[c] - y[i]) / batch
+                resid[j] = r
+                gb += r
+            g[:] = 0.0  # half the gradient: sum_j r_j x_j
+            for j in range(batch):
+                xi, r = x[flat[0, j] + offsets[c]], resid[j]
+                for p in range(dim):
+                    g[p] += r * xi[p]
+            step, t = -lr[c], post[k, c]
+            if sub_lam != 0.0:  # subgradient steps: lam sign(w) added to the gradient
+                for p in range(dim):
+                    v = wc[p]
+                    v = step * (sub_lam * np.sign(v) + 2.0 * g[p]) + v
+                    wc[p] = v - min(max(v, -t), t)
+            elif t != 0.0:
+                for p in range(dim):
+                    v = step * (2.0 * g[p]) + wc[p]
+                    wc[p] = v - min(max(v, -t), t)
+            else:
+                for p in range(dim):
+                    wc[p] = step * (2.0 * g[p]) + wc[p]
+            b[c] = step * (2.0 * gb) + b[c]
+    return w, b
+
+
 @njit(cache=CACHE)
 def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post,
                         sub_lam):
@@ -218,11 +273,15 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
     rows c G .. c G + G - 1 (a fused group's members, or G = 1). Client c (key id ids[c],
     sizes[c] samples from row offsets[c] of x) draws its minibatch at step k as
     `sampled_linear_grad` does, once for its G rows; the G models' residuals and gradients
-    on it are two matrix products (BLAS), so a group of G costs far less than G runs.
+    on it are two matrix products (BLAS), so a group of G costs far less than G runs; a lone
+    model (G = 1) reads its minibatch rows in place instead (`_lone_steps`).
     lr: (R,); pre, post: (K, R)."""
     rows, dim = w.shape
     clients = ids.size
     group = rows // clients
+    if group == 1:
+        return _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre,
+                           post, sub_lam)
     steps = pre.shape[0]
     xb = np.empty((batch, dim))
     yb = np.empty(batch)
