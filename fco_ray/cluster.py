@@ -13,8 +13,9 @@ runner both call it):
   started here by anyone). It is bound to loopback: Ray's processes (GCS, raylet, agents,
   workers, the Prometheus metrics endpoints) listen on 127.0.0.1 only, the dashboard web UI
   is off, metrics are not collected, workers run at the driver's priority (not 15 nice
-  levels below it), and Ray's token authentication stays on (Ray's default for new local
-  clusters). Ray's own log lines stay out of stdout (where `fco-ray run` prints
+  levels below it), only the node processes it uses are started (`LEAN`: no autoscaler or
+  log monitor, Ray's minimal API server and dashboard agent), and Ray's token
+  authentication stays on (Ray's default for new local clusters). Ray's own log lines stay out of stdout (where `fco-ray run` prints
   its metrics table): workers' output is not forwarded to this process, and Ray's driver
   log shows warnings only, on stderr.
 
