@@ -13,8 +13,9 @@ runner both call it):
   started here by anyone). It is bound to loopback: Ray's processes (GCS, raylet, agents,
   workers, the Prometheus metrics endpoints) listen on 127.0.0.1 only, the dashboard web UI
   is off, metrics are not collected, workers run at the driver's priority (not 15 nice
-  levels below it), and Ray's token authentication stays on (Ray's default for new local
-  clusters). Ray's own log lines stay out of stdout (where `fco-ray run` prints
+  levels below it), only the node processes it uses are started (`LEAN`: no autoscaler or
+  log monitor, Ray's minimal API server and dashboard agent), and Ray's token
+  authentication stays on (Ray's default for new local clusters). Ray's own log lines stay out of stdout (where `fco-ray run` prints
   its metrics table): workers' output is not forwarded to this process, and Ray's driver
   log shows warnings only, on stderr.
 
@@ -54,11 +55,15 @@ LOCAL_OPTIONS = {
     # E4's MLP, benchmarks/results/ray_scaling.md). 0: the same priority as the driver.
     "_system_config": {"enable_metrics_collection": False, "worker_niceness": 0},
 }
-#: Leave out the two Ray processes a private one-node cluster has no use for: the
-#: autoscaler monitor (there is nothing to scale: the node is the whole cluster) and the log
-#: monitor (it forwards workers' output to drivers; `log_to_driver` is off). Each is a
-#: Python process importing Ray while the cluster starts, competing for the cores with the
-#: processes `ray.init` waits for (benchmarks/results/ray_startup.md). False: Ray's set.
+#: Start a private one-node cluster with only the Ray processes it uses: no autoscaler
+#: monitor (there is nothing to scale: the node is the whole cluster), no log monitor (it
+#: forwards workers' output to drivers; `log_to_driver` is off), and the API server and
+#: dashboard agent in Ray's minimal mode, the one Ray itself runs when installed without
+#: `ray[default]` (no HTTP or gRPC servers: no dashboard, job submission, state API or
+#: metrics export, all of which this cluster has off or unused). `ray.init` waits for
+#: both of those (the dashboard agent ~4.5 s under load), and every Ray Python process
+#: competes for the cores while it starts (benchmarks/results/ray_startup_lean.md).
+#: False: Ray's full set.
 LEAN = True
 #: Options for joining a named cluster (its own processes are configured by whoever
 #: started it; these only concern this driver).
@@ -198,28 +203,37 @@ def reuse(address: str | None = None, *, num_cpus: int | None = None) -> Iterato
 
 @contextlib.contextmanager
 def _lean_node(lean: bool):
-    """Start the new local cluster without the autoscaler monitor and the log monitor (see
-    LEAN). `ray.init` has no options for them; the node parameters it builds
-    (`RayParams.no_monitor`, `include_log_monitor`, which Ray's own test clusters set) do,
-    so they are set on every RayParams made while this block runs (this thread only
-    calls `ray.init` meanwhile)."""
+    """Start the new local cluster as LEAN says. `ray.init` has no options for it: the
+    monitors are left out through the node parameters it builds (`RayParams.no_monitor`,
+    `include_log_monitor`, which Ray's own test clusters set), set on every RayParams made
+    while this block runs; the minimal API server and agent are what Ray starts when its
+    dashboard dependency check (`ray._private.utils.get_dashboard_dependency_error`, asked
+    by the driver while it builds their command lines) reports them missing. Both are
+    restored when the block ends (this thread only calls `ray.init` meanwhile)."""
     if not lean:
         yield
         return
     from ray._private import parameter
+    from ray._private import utils as ray_utils
 
     original = parameter.RayParams.__init__
+    original_check = ray_utils.get_dashboard_dependency_error
 
     def init(self, *args, **kwargs):
         original(self, *args, **kwargs)
         self.no_monitor = True
         self.include_log_monitor = False
 
+    def minimal():
+        return ImportError("fco_ray private cluster: Ray's minimal API server and agent")
+
     parameter.RayParams.__init__ = init
+    ray_utils.get_dashboard_dependency_error = minimal
     try:
         yield
     finally:
         parameter.RayParams.__init__ = original
+        ray_utils.get_dashboard_dependency_error = original_check
 
 
 @contextlib.contextmanager

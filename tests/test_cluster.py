@@ -309,13 +309,24 @@ _LEAN = """
 import json, ray
 from ray._private import parameter
 from fco_ray import cluster
-before = parameter.RayParams.__init__
+from ray._private import utils
+import psutil
+before = parameter.RayParams.__init__, utils.get_dashboard_dependency_error
 c = cluster.connect(num_cpus=1)
 @ray.remote
 def square(x):
     return x * x
-out = {"kinds": sorted(ray._private.worker._global_node.all_processes), "started": c.started,
-       "restored": parameter.RayParams.__init__ is before, "square": ray.get(square.remote(7))}
+processes = ray._private.worker._global_node.all_processes
+# the API server's command line, and the agent's as the raylet was given it (the agent
+# renames its own process)
+commands = {"dashboard": psutil.Process(processes["dashboard"][0].process.pid).cmdline()}
+for arg in psutil.Process(processes["raylet"][0].process.pid).cmdline():
+    if arg.startswith("--dashboard_agent_command="):
+        commands["dashboard_agent"] = arg.split()
+out = {"kinds": sorted(processes), "started": c.started,
+       "minimal": sorted(k for k, cmd in commands.items() if "--minimal" in cmd),
+       "restored": (parameter.RayParams.__init__, utils.get_dashboard_dependency_error) == before,
+       "square": ray.get(square.remote(7))}
 cluster.disconnect(c)
 print("PROBE " + json.dumps(out))
 """
@@ -323,8 +334,9 @@ print("PROBE " + json.dumps(out))
 
 @pytest.mark.ray
 def test_new_local_cluster_leaves_out_the_monitors(ray_tmpdir):
-    """A private cluster starts without the autoscaler monitor and the log monitor
-    (cluster.LEAN), runs tasks, and leaves Ray's RayParams as it was."""
+    """A private cluster starts without the autoscaler monitor and the log monitor, with
+    Ray's minimal API server and agent (cluster.LEAN), runs tasks, and leaves Ray's
+    functions as they were."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.update(PYTHONPATH=str(ROOT), RAY_TMPDIR=ray_tmpdir)
     done = subprocess.run([sys.executable, "-c", _LEAN], env=env, capture_output=True,
@@ -334,3 +346,5 @@ def test_new_local_cluster_leaves_out_the_monitors(ray_tmpdir):
     assert probe["started"] and probe["restored"] and probe["square"] == 49
     assert {"gcs_server", "raylet"} <= set(probe["kinds"]), probe["kinds"]
     assert not {"monitor", "log_monitor"} & set(probe["kinds"]), probe["kinds"]
+    # Ray's minimal API server and dashboard agent (no HTTP / gRPC servers)
+    assert probe["minimal"] == ["dashboard", "dashboard_agent"], probe["minimal"]
