@@ -34,6 +34,20 @@ sys.path.insert(0, str(ROOT))
 MiB = 2**20
 
 
+def traced_round(problem, backend, algorithm, state, ids):
+    """One round of every node (all its exchanges) through the backend: (new state, seconds,
+    traced peak bytes above what was held before it)."""
+    from fco_ray.random import Key
+
+    tracemalloc.reset_peak()
+    before = tracemalloc.get_traced_memory()[0]
+    start = time.perf_counter()
+    for _ in range(algorithm.exchanges_per_round):
+        total, weight = backend.map_clients(algorithm, algorithm.broadcast(state), ids, Key(0, 0, ids))
+        state = algorithm.server_update(problem, state, {k: v / weight for k, v in total.items()}, 0)
+    return state, time.perf_counter() - start, tracemalloc.get_traced_memory()[1] - before
+
+
 def held_bytes(problem) -> int:
     total = sum(a.nbytes for a in problem.train.arrays.values()) + problem.train.sizes.nbytes
     if problem.val is not None:
@@ -46,7 +60,6 @@ def child(clients: int, run_round: bool, chunk_size: int, fused: int = 0) -> dic
     from fco_ray.backends import LocalBackend
     from fco_ray.config import parse_problem
     from fco_ray.problems import build_problem
-    from fco_ray.random import Key
 
     tracemalloc.start()
     start = time.perf_counter()
@@ -63,14 +76,8 @@ def child(clients: int, run_round: bool, chunk_size: int, fused: int = 0) -> dic
         backend = LocalBackend(problem, chunk_size)
         state = algorithm.server_init(problem, {"w": np.zeros(problem.train.dim)})
         ids = np.arange(problem.num_clients)
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        start = time.perf_counter()
-        for _ in range(algorithm.exchanges_per_round):
-            total, weight = backend.map_clients(algorithm, algorithm.broadcast(state), ids, Key(0, 0, ids))
-            state = algorithm.server_update(problem, state, {k: v / weight for k, v in total.items()}, 0)
-        out.update(round_s=time.perf_counter() - start,
-                   round_peak=tracemalloc.get_traced_memory()[1] - before, chunk_size=chunk_size,
+        state, seconds, peak = traced_round(problem, backend, algorithm, state, ids)
+        out.update(round_s=seconds, round_peak=peak, chunk_size=chunk_size,
                    finite=bool(np.all(np.isfinite(state["w"]))))
         if fused:  # one round of a fused step-size group (fco_ray.fused): G models at once
             from fco_ray.fused import Fused, stack_states
@@ -80,14 +87,8 @@ def child(clients: int, run_round: bool, chunk_size: int, fused: int = 0) -> dic
                            for h in steps])
             state = stack_states([m.server_init(problem, {"w": np.zeros(problem.train.dim)})
                                   for m in group.members])
-            tracemalloc.reset_peak()
-            before = tracemalloc.get_traced_memory()[0]
-            start = time.perf_counter()
-            for _ in range(group.exchanges_per_round):
-                total, weight = backend.map_clients(group, group.broadcast(state), ids, Key(0, 0, ids))
-                state = group.server_update(problem, state, {k: v / weight for k, v in total.items()}, 0)
-            out.update(fused=fused, fused_round_s=time.perf_counter() - start,
-                       fused_round_peak=tracemalloc.get_traced_memory()[1] - before,
+            state, seconds, peak = traced_round(problem, backend, group, state, ids)
+            out.update(fused=fused, fused_round_s=seconds, fused_round_peak=peak,
                        fused_finite=bool(np.all(np.isfinite(state["w"]))))
     tracemalloc.stop()
     return out

@@ -203,6 +203,33 @@ def soft_threshold_rows(x, tau):
     return out
 
 
+@njit(cache=CACHE, inline="always")
+def _shrink_into(out, x, t):
+    """out = x - clip(x, -t, t) on a 1-D row: prox_{t |.|_1}(x), the identity for t = 0."""
+    for p in range(x.size):
+        v = x[p]
+        out[p] = v - min(max(v, -t), t)
+
+
+@njit(cache=CACHE, inline="always")
+def _prox_step(w, g, step, t, sub_lam):
+    """One composite step on a 1-D row, in place: w = prox_{t |.|_1}(w + step (2 g)), with
+    `sub_lam sign(w)` added to the gradient 2 g for subgradient steps (sub_lam != 0); g is
+    half the gradient (`least_squares_steps`)."""
+    if sub_lam != 0.0:
+        for p in range(w.size):
+            v = w[p]
+            v = step * (sub_lam * np.sign(v) + 2.0 * g[p]) + v
+            w[p] = v - min(max(v, -t), t)
+    elif t != 0.0:
+        for p in range(w.size):
+            v = step * (2.0 * g[p]) + w[p]
+            w[p] = v - min(max(v, -t), t)
+    else:  # no prox after the step (dual averaging keeps the unthresholded z)
+        for p in range(w.size):
+            w[p] = step * (2.0 * g[p]) + w[p]
+
+
 @njit(cache=CACHE, fastmath={"reassoc", "contract"})
 def _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post, sub_lam):
     """`least_squares_steps` for one model per client: the minibatch rows are read where they
@@ -222,9 +249,7 @@ def _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, p
             t = pre[k, c]
             at = wc
             if t != 0.0:  # the gradient at a prox of w
-                for p in range(dim):
-                    v = wc[p]
-                    u[p] = v - min(max(v, -t), t)
+                _shrink_into(u, wc, t)
                 at = u
             gb = 0.0
             for j in range(batch):
@@ -241,19 +266,8 @@ def _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, p
                 xi, r = x[flat[0, j] + offsets[c]], resid[j]
                 for p in range(dim):
                     g[p] += r * xi[p]
-            step, t = -lr[c], post[k, c]
-            if sub_lam != 0.0:  # subgradient steps: lam sign(w) added to the gradient
-                for p in range(dim):
-                    v = wc[p]
-                    v = step * (sub_lam * np.sign(v) + 2.0 * g[p]) + v
-                    wc[p] = v - min(max(v, -t), t)
-            elif t != 0.0:
-                for p in range(dim):
-                    v = step * (2.0 * g[p]) + wc[p]
-                    wc[p] = v - min(max(v, -t), t)
-            else:
-                for p in range(dim):
-                    wc[p] = step * (2.0 * g[p]) + wc[p]
+            step = -lr[c]
+            _prox_step(wc, g, step, post[k, c], sub_lam)
             b[c] = step * (2.0 * gb) + b[c]
     return w, b
 
@@ -300,10 +314,7 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
                 yb[j] = y[i]
             if np.any(pre[k, r0:r0 + group] != 0.0):  # the gradient at a prox of w
                 for g in range(group):
-                    t = pre[k, r0 + g]
-                    for p in range(dim):
-                        v = wc[g, p]
-                        u[g, p] = v - min(max(v, -t), t)
+                    _shrink_into(u[g], wc[g], pre[k, r0 + g])
                 np.dot(u, xb.T, prod)  # (G, B) residuals before the bias
             else:  # at w itself: no copy
                 np.dot(wc, xb.T, prod)
@@ -313,21 +324,10 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
             np.dot(resid, xb, gw)  # (G, P): half the gradient
             for g in range(group):
                 r = r0 + g
-                step, t = -lr[r], post[k, r]
+                step = -lr[r]
                 gb = 0.0
                 for j in range(batch):
                     gb += resid[g, j]
-                if sub_lam != 0.0:  # subgradient steps: lam sign(w) added to the gradient
-                    for p in range(dim):
-                        v = wc[g, p]
-                        v = step * (sub_lam * np.sign(v) + 2.0 * gw[g, p]) + v
-                        wc[g, p] = v - min(max(v, -t), t)
-                elif t != 0.0:
-                    for p in range(dim):
-                        v = step * (2.0 * gw[g, p]) + wc[g, p]
-                        wc[g, p] = v - min(max(v, -t), t)
-                else:  # no prox after the step (dual averaging keeps the unthresholded z)
-                    for p in range(dim):
-                        wc[g, p] = step * (2.0 * gw[g, p]) + wc[g, p]
+                _prox_step(wc[g], gw[g], step, post[k, r], sub_lam)
                 b[r] = step * (2.0 * gb) + b[r]
     return w, b
