@@ -1,0 +1,36 @@
+"""The floor of a fused E1 group's local step: the two matrix products a group of G members
+makes per step (residuals (G, d) x (d, B), gradient (G, B) x (B, d); E1: d = 1024, B = 10),
+beside a large product for this core's double-precision peak. CPU time, one BLAS thread.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/blas_floor.py [--group 35]
+"""
+import argparse
+import time
+
+import numpy as np
+
+
+def gflops(m: int, k: int, n: int, repeats: int) -> tuple[float, float]:
+    a, b = np.random.default_rng(0).random((m, k)), np.random.default_rng(1).random((k, n))
+    a @ b  # warm up
+    start = time.process_time()
+    for _ in range(repeats):
+        a @ b
+    seconds = (time.process_time() - start) / repeats
+    return 2 * m * k * n / seconds / 1e9, seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--group", type=int, default=35)
+    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--batch", type=int, default=10)
+    args = parser.parse_args()
+    g, d, b = args.group, args.dim, args.batch
+    for m, k, n, repeats in [(2000, 2000, 2000, 3), (g, d, b, 2000), (g, b, d, 2000)]:
+        rate, seconds = gflops(m, k, n, repeats)
+        print(f"{m} x {k} x {n}: {rate:.1f} GFLOP/s, {seconds * 1e6:.1f} us per product")
+
+
+if __name__ == "__main__":
+    main()
