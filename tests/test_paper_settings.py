@@ -63,10 +63,12 @@ def test_a_pair_with_a_diverged_seed_ranks_last():
     assert _tables().pair_scores(rows, "loss", "min")[(0.1, 1.0)] == math.inf
 
 
-@pytest.mark.parametrize("name, missing", [("e2_round80_trials.csv", 84), ("e2_round400_trials.csv", 0)])
+@pytest.mark.parametrize("name, missing", [("e2_round80_trials.csv", 84), ("e2_round400_trials.csv", 0),
+                                           ("e2_round1500_trials.csv", 0)])
 def test_e2_record_is_the_shipped_grid_and_shows_the_rank_claims(name, missing):
-    """results/e2_round{80,400}_trials.csv: the whole E2 grid at rounds 80 and 400 on seeds 0-2
-    (at round 80 FedDualAvg-OSP's seeds 1-2 had not run yet: results/e2.md)."""
+    """results/e2_round{80,400,1500}_trials.csv: the whole E2 grid at rounds 80, 400 and 1500
+    (its end) on seeds 0-2 (at round 80 FedDualAvg-OSP's seeds 1-2 had not run yet:
+    results/e2.md)."""
     e2 = pd.read_csv(ROOT / "results" / name)
     sweep = load_sweep(ROOT / "sweeps" / "e2_lowrank.yaml", [])
     shipped = {(p["algorithm.name"], p[CL], p[SL], p["seed"]) for p in sweep.grid_points()}
@@ -79,3 +81,5 @@ def test_e2_record_is_the_shipped_grid_and_shows_the_rank_claims(name, missing):
     assert len(paper) == 3 and (paper["rank"] == 16).all()
     primal = done[done.algorithm.isin(["fedmid", "fedmid_osp"])]
     assert len(primal) == 2 * 29 * 3 and (primal["rank"] > 16).all()
+    if name == "e2_round1500_trials.csv":  # the end of the paper's 1500 rounds, every trial
+        assert (done["final_round"] == 1500).all() and len(done) == 351
