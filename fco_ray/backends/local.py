@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ..heap import keep_freed_memory
 from ..random import Key
 
 #: Minibatch bytes that one block of stacked clients gathers per local step. A block whose
@@ -110,6 +111,7 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, problem, chunk_size: int = 1024):
+        keep_freed_memory()  # client steps run in this process (fco_ray/heap.py)
         self.problem = problem
         self.chunk_size = chunk_size
         self.states = ClientStates()  # client state of the current run

@@ -54,6 +54,7 @@ from ray.util.placement_group import (
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from .. import cluster
+from ..heap import keep_freed_memory
 from ..random import Key
 from .local import ClientStates, add_sums, weighted_sum
 
@@ -82,6 +83,7 @@ class ShardWorker:
     the ref itself, which the backend keeps alive: a restarted actor reads it again."""
 
     def __init__(self, shard_ref: list, client_ids: np.ndarray, chunk_size: int):
+        keep_freed_memory()  # client steps run in this actor (fco_ray/heap.py)
         (ref,) = shard_ref
         self.problem = ray.get(ref)
         self.client_ids = np.asarray(client_ids)  # sorted global ids; local row = position
