@@ -228,8 +228,8 @@ def figures(lines: list[dict], header: dict, folder: Path) -> None:
 def table(lines: list[dict], header: dict) -> str:
     """Markdown: one row per run, methods in the figures' order, step sizes ascending."""
     present = {k for r in lines for k in r["round"]}
-    at = [k for k in (1, 2, 5, 10, 20, 30, 50, 100, 150, 200) if k in present]
-    at_err = [k for k in (10, 30, 50, 100, 150) if k in present]
+    at = [k for k in (1, 2, 5, 10, 20, 30, 50, 100, 150, 200, 300) if k in present]
+    at_err = [k for k in (10, 30, 50, 100, 150, 200, 300) if k in present]
     target = header["opt_test_error"] + 0.01
     rows = ["| method | h | rounds to test error <= OPT + 0.01 | "
             + " | ".join(f"f - f* @ {r}" for r in at)
