@@ -161,7 +161,9 @@ def cmd_sweep(args) -> int:
     metric, mode = (raw.get("tune") or {}).get("metric", "train_loss"), (raw.get("tune") or {}).get("mode", "min")
     if not outcome.best.empty:
         print(f"best per algorithm (ranked by the final {metric}, {mode}, mean over seeds):")
-        print(_table(_best_table(outcome.best, metric)))
+        search = raw.get("search") or {}
+        print(_table(_best_table(outcome.best, metric, [*(search.get("grid") or {}),
+                                                        *(search.get("random") or {})])))
     print(f"MLflow parent run {outcome.parent_run_id} in {outcome.tracking_uri}")
     fco = _command("fco-ray")
     from .tracking import default_uri, trials_url, ui_base
@@ -218,7 +220,8 @@ def cmd_runs(args) -> int:
         return EXIT_OK
     if args.best:
         best = best_per_algorithm(trials, metric, mode)
-        print(_table(_best_table(best, metric)) if not best.empty else "no trial finished")
+        print(_table(_best_table(best, metric, _searched(trials))) if not best.empty
+              else "no trial finished")
         return EXIT_OK
     columns = ["algorithm", *_searched(trials), "seed", "status", "final_round",
                *dict.fromkeys(m for m in (metric, "train_loss") if m in trials)]
@@ -259,12 +262,14 @@ def _short(column: str) -> str:
     return column.split(".")[-1] if column.startswith("algorithm.") else column
 
 
-def _best_table(best, metric: str):
-    """Algorithm, rates, seeds, then the mean final metrics, the ranked one first (it is the
-    score the configuration was chosen by: not repeated as a column of its own)."""
+def _best_table(best, metric: str, searched=()):
+    """Algorithm, rates, the other `searched` keys (e.g. problem.lam), seeds, then the mean
+    final metrics, the ranked one first (it is the score the configuration was chosen by: not
+    repeated as a column of its own)."""
     rates = [c for c in ("algorithm.client_lr", "algorithm.server_lr") if c in best]
+    other = [c for c in searched if c in best and c not in (*rates, "seed", "algorithm.name")]
     metrics = [m for m in dict.fromkeys([metric, *best.attrs["metrics"]]) if m in best and best[m].notna().any()]
-    return best[["algorithm", *rates, "seeds", *metrics]].rename(columns=_short)
+    return best[["algorithm", *rates, *other, "seeds", *metrics]].rename(columns=_short)
 
 
 # --- fco-ray report ----------------------------------------------------------------------

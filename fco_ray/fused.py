@@ -14,7 +14,10 @@ protocol as one algorithm:
   rows a client reads at a step are read once per step and served to every member from
   cache;
 - a client's message has shape (G, ...), so the backends' weighted sums over clients give
-  every member's aggregate at once (on Ray actors too).
+  every member's aggregate at once (on Ray actors too);
+- members may also differ in the regularizer weight `problem.lam` where the problem allows
+  it (`ProblemParams.fusable_lam`): every call that takes the problem then gets it with one
+  weight per stacked row (`Problem.with_lam`), and each member is evaluated with its own.
 
 The algorithm's own update rules run unchanged on the stacked rows: every fused member
 computes the same floating-point operations as its unfused run, so results are equal
@@ -35,7 +38,7 @@ from .checkpoint import Snapshot
 from .engine import INIT_TAG, NUMERICAL_FAILURES, RunResult, exchange
 from .problems.base import Problem
 from .random import Key, generator
-from .tree import PerRow
+from .tree import PerRow, size
 
 
 def varying_fields(hps: list) -> list[str]:
@@ -49,6 +52,21 @@ def varying_fields(hps: list) -> list[str]:
             raise ValueError(f"algorithm.{f} differs across the fused configurations; only "
                              "real-valued hyperparameters can be fused")
     return varying
+
+
+def fusable(algorithm: type[Algorithm], problem_params: type, key: str) -> bool:
+    """Whether the dotted config key `key` may differ inside a fused group of `algorithm`
+    (a class) on a problem with parameter model `problem_params`: a real-valued
+    hyperparameter of a fusable algorithm, or `problem.lam` where the problem's lam weighs
+    psi alone (`ProblemParams.fusable_lam`) and the algorithm's clients take the stacked
+    steps. The one rule of which configurations fuse (run_grid's groups, a sweep's trials)."""
+    if not algorithm.fusable:
+        return False
+    if key == "problem.lam":
+        return bool(getattr(problem_params, "fusable_lam", False)) and not hasattr(
+            algorithm, "fused_client_update")
+    field = algorithm.Hyper.model_fields.get(key.split(".", 1)[1]) if key.startswith("algorithm.") else None
+    return field is not None and field.annotation in (float, float | None)
 
 
 def fuse_key(hp) -> str:
@@ -115,7 +133,7 @@ def _rows(payload: dict, clients: int, g: int) -> dict:
 class Fused(Algorithm):
     """G members of one algorithm class as one algorithm (see the module docstring)."""
 
-    def __init__(self, members: list[Algorithm]):
+    def __init__(self, members: list[Algorithm], lams: list[float] | None = None):
         cls = type(members[0])
         if any(type(m) is not cls for m in members):
             raise ValueError("a fused group holds configurations of one algorithm")
@@ -124,7 +142,11 @@ class Fused(Algorithm):
         hps = [m.hp for m in members]
         if len({fuse_key(hp) for hp in hps}) > 1:
             raise ValueError("fused configurations differ in more than real-valued hyperparameters")
+        if lams is not None and (len(lams) != len(members) or hasattr(cls, "fused_client_update")):
+            raise ValueError(f"algorithm {cls.name!r}: a fused group can vary problem.lam only "
+                             "with one lam per member and the generic stacked client steps")
         self.cls, self.members, self.size = cls, members, len(members)
+        self.lams = None if lams is None else [float(v) for v in lams]  # None: the problem's
         self.rows_per_client = self.size  # stacked rows per client (backends block by them)
         self.varying = varying_fields(hps)
         super().__init__(hps[0])  # the shared settings: clients per round, steps, weighting
@@ -147,6 +169,13 @@ class Fused(Algorithm):
             values[f] = np.tile(np.array([getattr(m.hp, f) for m in self.members], float), repeat)
         return SimpleNamespace(**values)
 
+    def _problem(self, problem: Problem, repeat: int) -> Problem:
+        """The problem with each member's lam on its rows (members x `repeat`, client-major),
+        or as it is when the members share the problem's lam."""
+        if self.lams is None:
+            return problem
+        return problem.with_lam(np.tile(np.array(self.lams), repeat))
+
     def select_clients(self, seed, rnd, num_clients):
         return self.members[0].select_clients(seed, rnd, num_clients)
 
@@ -154,7 +183,9 @@ class Fused(Algorithm):
         return self.members[0].client_weights(problem, rows)
 
     def server_init(self, problem, params0):
-        return stack_states([m.server_init(problem, params0) for m in self.members])
+        lams = self.lams or [None] * self.size
+        return stack_states([m.server_init(problem if lam is None else problem.with_lam(lam), params0)
+                             for m, lam in zip(self.members, lams)])
 
     def broadcast(self, state):
         return self.server.broadcast(state)
@@ -171,6 +202,7 @@ class Fused(Algorithm):
             # messages (G, ...) already summed over `rows` (`presummed`)
             return self.cls(self._hyper(1)).fused_client_update(problem, payload, rows, key)
         clients, g = len(rows), self.size
+        problem = self._problem(problem, clients)
         algorithm = self.cls(self._hyper(clients))
         stacked = dataclasses.replace(key, client_ids=np.repeat(np.asarray(key.client_ids), g))
         message = algorithm.client_update(problem, _rows(payload, clients, g),
@@ -178,20 +210,35 @@ class Fused(Algorithm):
         return {k: v.reshape((clients, g) + v.shape[1:]) for k, v in message.items()}
 
     def server_update(self, problem, state, mean, rnd):
-        return self.server.server_update(problem, state, mean, rnd)
+        return self.server.server_update(self._problem(problem, 1), state, mean, rnd)
 
     def output(self, problem, state):
-        return self.server.output(problem, state)
+        return self.server.output(self._problem(problem, 1), state)
 
     def extra_outputs(self, problem, state):
-        return self.server.extra_outputs(problem, state)
+        return self.server.extra_outputs(self._problem(problem, 1), state)
 
     def extra_output_names(self):
         return self.members[0].extra_output_names()
 
     def keep(self, members: list[int]) -> "Fused":
         """The group of the given members only."""
-        return Fused([self.members[i] for i in members])
+        return Fused([self.members[i] for i in members],
+                     None if self.lams is None else [self.lams[i] for i in members])
+
+
+def metrics(problem: Problem, fused: Fused, stacked, count: int) -> list[dict[str, float]]:
+    """Each member's metrics of a stacked model tree, with the member's own lam (those that
+    share a lam evaluated together: `Problem.metrics_stack`)."""
+    if fused.lams is None:
+        return problem.metrics_stack(stacked, count)
+    out: list = [None] * count
+    for lam in dict.fromkeys(fused.lams):
+        same = [j for j, v in enumerate(fused.lams) if v == lam]
+        rows = problem.with_lam(lam).metrics_stack(take_members(stacked, same), len(same))
+        for j, row in zip(same, rows):
+            out[j] = row
+    return out
 
 
 def _round(problem: Problem, fused: Fused, state, backend, seed: int, rnd: int):
@@ -212,7 +259,10 @@ def _round(problem: Problem, fused: Fused, state, backend, seed: int, rnd: int):
             fused, state = fused.keep(keep), take_members(state, keep)
             payload = fused.broadcast(state)
         mean, floats_up, floats_down = exchange(problem, fused, backend, payload, seed, rnd)
-        up, down = up + floats_up / fused.size, down + floats_down / fused.size  # per member
+        # per member: every message is stacked (G, ...); a payload's number shared by all
+        # members (e.g. FeDualEx's t at one server rate) is one float of each member's own
+        up += floats_up / fused.size
+        down += floats_down * size(member(payload, 0)) / max(size(payload), 1)
         with np.errstate(all="ignore"):
             state = fused.server_update(problem, state, mean, rnd)
     return state, (up, down), stopped
@@ -223,13 +273,16 @@ def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds:
               on_round: Callable[[int, dict, list], None] | None = None,
               divergence: float | None = None, start: Snapshot | None = None,
               checkpoint_every: int = 0,
-              on_checkpoint: Callable[[Snapshot], None] | None = None) -> list[RunResult]:
+              on_checkpoint: Callable[[Snapshot], None] | None = None,
+              lams: list[float] | None = None) -> list[RunResult]:
     """The engine's round loop (`engine.run_rounds`) over a fused group: one RunResult per
     configuration, equal to its unfused run (same rows, same status, the same divergence
     rules). `on_round(round, rows, diverged)` is called at every evaluated round with the
     rows by configuration index and the configurations that ended diverged since the last
     call. Checkpoints as in `engine.run_rounds`: the snapshot holds the stacked state of the
-    configurations still running (`Snapshot.active`) and every configuration's bound."""
+    configurations still running (`Snapshot.active`) and every configuration's bound.
+    `lams`: one regularizer weight per configuration where they differ (`Fused`); `problem`
+    is then built with any of them."""
     backend.start_run()  # as engine.run_rounds: no client state of an earlier run
     results = [RunResult() for _ in algorithms]
     announced: set[int] = set()  # diverged configurations already passed to on_round
@@ -237,12 +290,13 @@ def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds:
     active = list(range(len(algorithms)))  # configurations still running, in group order
     first = 0
     if start is None:
-        fused = Fused(algorithms)
+        fused = Fused(algorithms, lams)
         state = fused.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
         comm = {"floats_up": 0.0, "floats_down": 0.0}
     else:  # those not active ended diverged before the checkpoint (and were announced)
         active, limits, first = list(start.active), list(start.loss_limits), start.round
-        fused, state, comm = Fused([algorithms[i] for i in active]), start.state, {**start.comm}
+        fused = Fused([algorithms[i] for i in active], None if lams is None else [lams[i] for i in active])
+        state, comm = start.state, {**start.comm}
         for i in set(range(len(algorithms))) - set(active):
             results[i].status = "diverged"
             announced.add(i)
@@ -264,19 +318,19 @@ def run_fused(problem: Problem, algorithms: list[Algorithm], backend, *, rounds:
         outputs, extras, stopped = fused.output(problem, state), fused.extra_outputs(problem, state), []
         rows = {}
         with np.errstate(all="ignore"):
-            evaluated = problem.metrics_stack(outputs, len(active))
+            evaluated = metrics(problem, fused, outputs, len(active))
             for suffix, params in extras.items():
-                for metrics, more in zip(evaluated, problem.metrics_stack(params, len(active))):
-                    metrics.update({f"{k}_{suffix}": v for k, v in more.items()})
+                for row, more in zip(evaluated, metrics(problem, fused, params, len(active))):
+                    row.update({f"{k}_{suffix}": v for k, v in more.items()})
         for j, i in enumerate(active):
-            metrics = evaluated[j]
-            loss = metrics.get("train_loss", 0.0)
+            values = evaluated[j]
+            loss = values.get("train_loss", 0.0)
             if not np.isfinite(loss) or loss > limits[i]:
                 stopped.append(j)
                 continue
             if rnd == 0 and divergence is not None and "minimize" in problem.kinds and loss > 0:
                 limits[i] = divergence * loss
-            row = {"round": rnd, **metrics, **comm}
+            row = {"round": rnd, **values, **comm}
             results[i].records.append(row)
             rows[i] = row
         end(stopped, state)

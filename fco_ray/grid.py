@@ -1,7 +1,8 @@
 """`fco_ray.run_grid(config, grid)`: a grid of configurations, run fused where possible.
 
 Configurations that share the problem, the seed, the backend and every setting except
-real-valued hyperparameters of a fusable algorithm (`Algorithm.fusable`) run as one fused
+real-valued hyperparameters of a fusable algorithm (`Algorithm.fusable`) and, where the
+problem allows it, the regularizer weight `problem.lam` (`fused.fusable`) run as one fused
 group (`fco_ray.fused`): one pass over the sampled rows serves the whole group. Others run
 alone. Every configuration's rows equal its own `fco_ray.run`.
 """
@@ -22,8 +23,8 @@ from .cluster import reuse
 from .config import RunConfig, apply_overrides, load_yaml, parse_run
 from .engine import run_rounds
 from .errors import ConfigError
-from .fused import fuse_key, run_fused
-from .problems import build_problem
+from .fused import fusable, fuse_key, run_fused
+from .problems import PROBLEMS, build_problem
 
 #: configurations per fused group at most: bounds the stacked state and client rows
 #: (memory grows with the group size)
@@ -51,7 +52,13 @@ def expand(config: dict, grid: dict[str, list]) -> list[tuple[dict, RunConfig]]:
 def group_of(cfg: RunConfig) -> str:
     """Configurations with the same group run fused together (or alone if not fusable)."""
     shared = cfg.model_dump(mode="json", exclude={"algorithm", "tracking"})
+    if _lam_fuses(cfg):
+        del shared["problem"]["lam"]
     return json.dumps([shared, cfg.algorithm.name, fuse_key(cfg.algorithm)], sort_keys=True)
+
+
+def _lam_fuses(cfg: RunConfig) -> bool:
+    return fusable(ALGORITHMS[cfg.algorithm.name], PROBLEMS[cfg.problem.name].params, "problem.lam")
 
 
 def groups(configs: list[RunConfig], max_group: int = MAX_GROUP) -> list[list[int]]:
@@ -86,7 +93,9 @@ def run_group(configs: list[RunConfig], on_round=None, **checkpoints) -> list[tu
             if on_round is not None and results[0].status == "diverged":
                 on_round(first.rounds, {}, [0])
         else:
-            results = run_fused(problem, algorithms, backend, on_round=on_round, **kwargs, **checkpoints)
+            lams = [c.problem.lam for c in configs] if _lam_fuses(first) else []
+            results = run_fused(problem, algorithms, backend, on_round=on_round, **kwargs, **checkpoints,
+                                lams=lams if len(set(lams)) > 1 else None)
     finally:
         backend.close()
     return [(r, _model(problem, a, r)) for a, r in zip(algorithms, results)]

@@ -267,7 +267,7 @@ def _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, p
                 for p in range(dim):
                     g[p] += r * xi[p]
             step = -lr[c]
-            _prox_step(wc, g, step, post[k, c], sub_lam)
+            _prox_step(wc, g, step, post[k, c], sub_lam[c])
             b[c] = step * (2.0 * gb) + b[c]
     return w, b
 
@@ -277,7 +277,7 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
                         sub_lam):
     """K composite local steps of linear least-squares models, all in one call:
 
-        u = prox_{pre[k] psi}(w);  g = grad f_batch(u) (+ sub_lam sign(w));
+        u = prox_{pre[k] psi}(w);  g = grad f_batch(u) (+ sub_lam[row] sign(w));
         w = prox_{post[k] psi}(w - lr g)
 
     with f = mean over the minibatch of (<x_i, u> + b - y_i)^2 and psi = the l1 norm (the
@@ -289,7 +289,7 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
     `sampled_linear_grad` does, once for its G rows; the G models' residuals and gradients
     on it are two matrix products (BLAS), so a group of G costs far less than G runs; a lone
     model (G = 1) reads its minibatch rows in place instead (`_lone_steps`).
-    lr: (R,); pre, post: (K, R)."""
+    lr, sub_lam: (R,) (sub_lam 0: no subgradient term); pre, post: (K, R)."""
     rows, dim = w.shape
     clients = ids.size
     group = rows // clients
@@ -328,6 +328,6 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
                 gb = 0.0
                 for j in range(batch):
                     gb += resid[g, j]
-                _prox_step(wc[g], gw[g], step, post[k, r], sub_lam)
+                _prox_step(wc[g], gw[g], step, post[k, r], sub_lam[r])
                 b[r] = step * (2.0 * gb) + b[r]
     return w, b

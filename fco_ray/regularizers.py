@@ -5,12 +5,16 @@ most one constraint part (a ball {||u|| <= radius} in the ``l1``, ``l2``, ``linf
 ``spectral`` norm). Only combinations with an exact prox exist as classes; ``add``
 builds them. All methods act on the trailing ``event_ndim`` axes of ``x`` and broadcast
 over the leading (client) axes; they return new arrays (see ``fco_ray.prox``).
+
+A fused run (``fco_ray.fused``) stacks configurations with different weights ``lam`` on
+one leading axis: ``with_lam`` gives the regularizer one weight per row of such a stack.
 """
 from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, fields
+import copy
+from dataclasses import dataclass, fields, replace
 from typing import ClassVar, Mapping
 
 import numpy as np
@@ -85,6 +89,29 @@ class Regularizer:
         """True if psi has a constraint (indicator) part."""
         return self.constraint is not None
 
+    def with_lam(self, lam) -> "Regularizer":
+        """The same regularizer with penalty weight `lam`: a number, or one number per row
+        of a stack (shape (R,): the rows of a fused group, see the module docstring). One
+        without a penalty part has no weight: it is returned as it is."""
+        if self.penalty is None:
+            return self
+        if np.ndim(lam) == 0:
+            return replace(self, lam=lam)
+        weights = np.asarray(lam, dtype=float)
+        if weights.ndim != 1 or not np.all(np.isfinite(weights)) or np.any(weights < 0):
+            raise ValueError(f"{type(self).__name__}: lam must be a finite number >= 0 or a 1-D "
+                             f"array of them (one per row), got shape {weights.shape}")
+        out = copy.copy(self)
+        object.__setattr__(out, "lam", weights)  # frozen; validated above
+        return out
+
+    def _weight(self, rows: int | None):
+        """lam, checked against the rows of a stack if it has one value per row."""
+        if np.ndim(self.lam) == 1 and (rows is None or len(self.lam) != rows):
+            raise ValueError(f"{type(self).__name__}: one lam per row needs a stack of "
+                             f"{len(self.lam)} rows, got {rows} rows")
+        return self.lam
+
     @property
     def matrix_only(self) -> bool:
         """True if psi is defined on matrices only (event_ndim must be 2)."""
@@ -104,7 +131,8 @@ class Regularizer:
         x, axes = self._check(x, event_ndim)
         total = np.zeros(x.shape[: x.ndim - event_ndim])
         if self.penalty is not None:
-            total = total + self.lam * _NORMS[self.penalty](x, axes)
+            lam = self._weight(x.shape[0] if x.ndim == event_ndim + 1 else None)
+            total = total + lam * _NORMS[self.penalty](x, axes)
         if self.constraint is not None:
             norm = _NORMS[self.constraint](x, axes)
             feasible = norm <= self.radius + FEASIBILITY_TOL * (1.0 + self.radius)
@@ -113,7 +141,8 @@ class Regularizer:
 
     def prox(self, x, t, event_ndim: int = 1) -> np.ndarray:
         """argmin_u t psi(u) + 1/2 ||u - x||^2 over the event axes (t >= 0). `t` is a number,
-        or one number per row of a stack x (shape (R,), R = x.shape[0]; fused runs)."""
+        or one number per row of a stack x (shape (R,), R = x.shape[0]; fused runs), as `lam`
+        may be (`with_lam`)."""
         x, _ = self._check(x, event_ndim)
         rows = np.ndim(t) == 1
         if rows and (x.ndim != event_ndim + 1 or len(t) != x.shape[0]):
@@ -125,7 +154,8 @@ class Regularizer:
         if self.penalty is None:
             return self.project(x, event_ndim)
         radius = getattr(self, "radius", None)
-        tau = np.asarray(t) * self.lam if rows else t * self.lam
+        lam = self._weight(x.shape[0] if x.ndim == event_ndim + 1 else None)
+        tau = np.asarray(t) * lam if rows or np.ndim(lam) else t * lam
         if self.penalty == "l1":
             tau = per_row(tau, x.ndim)
             return P.soft_threshold(x, tau) if radius is None else P.prox_l1_box(x, tau, radius)
@@ -136,7 +166,8 @@ class Regularizer:
         x, _ = self._check(x, event_ndim)
         if self.penalty is None:
             return np.zeros_like(x)
-        return self.lam * (np.sign(x) if self.penalty == "l1" else _polar(x))
+        lam = per_row(self._weight(x.shape[0] if x.ndim == event_ndim + 1 else None), x.ndim)
+        return lam * (np.sign(x) if self.penalty == "l1" else _polar(x))
 
     def project(self, x, event_ndim: int = 1) -> np.ndarray:
         """Euclidean projection onto the constraint set (a copy of x if there is none)."""
@@ -313,6 +344,11 @@ class Blockwise:
     @property
     def is_constraint(self) -> bool:
         return any(reg.is_constraint for reg in self.regs.values())
+
+    def with_lam(self, lam) -> "Blockwise":
+        """The same blocks with every penalty weight set to `lam` (a number, or one per row
+        of a stack: `Regularizer.with_lam`)."""
+        return Blockwise({name: reg.with_lam(lam) for name, reg in self.regs.items()}, self.shapes)
 
     def _blocks(self, params: Mapping[str, np.ndarray]):
         """(name, regularizer, block, event_ndim) for each regularized block, validated."""

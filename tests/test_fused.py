@@ -134,3 +134,9 @@ def test_a_fused_group_on_ray_actors_equals_the_local_backend(ray_cluster):
         for ra, rb in zip(a.records, b.records):
             for k in ra:
                 np.testing.assert_allclose(ra[k], rb[k], rtol=1e-10, err_msg=k)
+
+
+def test_floats_sent_per_member_count_a_shared_number_once_per_member():
+    # one server rate: FeDualEx's broadcast step count t is one number shared by the group
+    check(BILINEAR, "feddualex", [{"client_lr": 0.01}, {"client_lr": 0.1}, {"client_lr": 0.3}],
+          local_steps=2, clients_per_round=4, batch_size=None)

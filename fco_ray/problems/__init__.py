@@ -2,7 +2,7 @@
 their modules, each imported once below."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
@@ -31,6 +31,7 @@ class LassoParams(ProblemParams):
     F1 = 1 for supports 512, 64 and 8, seeds 0-2), client shift 0.1."""
 
     name: Literal["lasso"] = "lasso"
+    fusable_lam: ClassVar[bool] = True  # lam weighs psi only (ProblemParams.fusable_lam)
     lam: float = Field(0.1, ge=0, allow_inf_nan=False)
     clients: int = Field(64, ge=1)
     samples_per_client: int | list[int] = 128
@@ -61,6 +62,7 @@ class LowRankParams(ProblemParams):
     ranks 16, 4 and 1, seeds 0-2), client shift 0.1."""
 
     name: Literal["lowrank"] = "lowrank"
+    fusable_lam: ClassVar[bool] = True  # lam weighs psi only (ProblemParams.fusable_lam)
     lam: float = Field(0.3, ge=0, allow_inf_nan=False)
     clients: int = Field(64, ge=1)
     samples_per_client: int | list[int] = 128

@@ -134,6 +134,7 @@ class AdversarialParams(ProblemParams):
     problem_class: ClassVar[type] = UniversalAdversarial
 
     name: Literal["adversarial"] = "adversarial"
+    fusable_lam: ClassVar[bool] = True  # lam weighs psi only (ProblemParams.fusable_lam)
     lam: float = Field(0.1, ge=0, allow_inf_nan=False, description="l1 weight on the attack")
     radius: float = Field(0.05, gt=0, allow_inf_nan=False, description="D: ||delta||_inf <= D")
     clients: int = Field(100, ge=1, le=1400)

@@ -77,6 +77,19 @@ class Problem(abc.ABC):
         out.val = None
         return out
 
+    def with_lam(self, lam) -> "Problem":
+        """The same problem (the same data, shared, not copied) with regularizer weight `lam`
+        on every penalized block of `psi` (and in `info["lam"]` where the metrics read it): a
+        number, or one per row of a stack (a fused group's configurations, fco_ray.fused).
+        Only for problems whose `lam` enters nothing but `psi` (`ProblemParams.fusable_lam`)."""
+        import copy
+
+        out = copy.copy(self)
+        out.psi = self.psi.with_lam(lam)
+        if "lam" in self.info:
+            out.info = {**self.info, "lam": lam}
+        return out
+
     def minibatch(self, rows: np.ndarray, key: Key, batch_size: int | None) -> dict[str, np.ndarray]:
         """Samples drawn with replacement from each client's own data (all data if None)."""
         if batch_size is None:

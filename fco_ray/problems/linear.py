@@ -65,7 +65,7 @@ class LinearRegression(Problem):
         (`kernels.least_squares_steps`) where psi is an l1 penalty (or zero) on `w` alone
         and the steps use minibatches; a fused group's members share each minibatch. Same
         numbers as the step-by-step loop up to rounding (tests/test_compiled_steps.py)."""
-        lam = _l1_weight(self.psi)
+        lam = _l1_weight(self.psi)  # a number, or one per row (a fused group's lam)
         if batch_size is None or lam is None or self._overrides("grad", "loss_and_grad"):
             return None
         rows = np.asarray(rows)
@@ -85,7 +85,7 @@ class LinearRegression(Problem):
             self._x_rows, self.train.arrays["y"].reshape(-1), key.seed, key.round, BATCH,
             ids[::group], sizes, offsets, batch_size, w, b,
             np.ascontiguousarray(np.broadcast_to(np.asarray(lr, float), (n,))), *thresholds,
-            lam if subgradient else 0.0)
+            np.ascontiguousarray(np.broadcast_to(np.asarray(lam if subgradient else 0.0, float), (n,))))
         return {"w": w.reshape((n,) + self.shapes["w"]), "b": b}
 
     def _overrides(self, *names: str) -> bool:
@@ -196,8 +196,9 @@ class LinearRegression(Problem):
         return (weights @ resid**2).reshape(-1) / data.num_clients
 
 
-def _l1_weight(psi) -> float | None:
-    """lam if psi is lam ||w||_1 (or zero) on the block `w` and nothing else, else None."""
+def _l1_weight(psi):
+    """lam if psi is lam ||w||_1 (or zero) on the block `w` and nothing else, else None; lam
+    is a number, or one per stacked row (`Regularizer.with_lam`)."""
     regs = getattr(psi, "regs", None)
     if regs is None or set(regs) - {"w"}:
         return None
@@ -205,7 +206,7 @@ def _l1_weight(psi) -> float | None:
     if reg is None or (reg.penalty is None and reg.constraint is None):
         return 0.0
     if reg.penalty == "l1" and reg.constraint is None:
-        return float(reg.lam)
+        return reg.lam
     return None
 
 

@@ -260,6 +260,7 @@ class SparseLogRegParams(_DataParams):
 
     LOCAL_DATASET: ClassVar[str] = "haxby"
     name: Literal["sparse_logreg"] = "sparse_logreg"
+    fusable_lam: ClassVar[bool] = True  # lam weighs psi only (ProblemParams.fusable_lam)
     lam: float = Field(1e-3, ge=0, allow_inf_nan=False)
     dataset: Literal["digits", "breast_cancer", "haxby"] = "digits"
     classes: tuple[int, int] = Field((3, 8), description="digits: (negative, positive) digit")

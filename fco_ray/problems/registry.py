@@ -24,6 +24,10 @@ class ProblemParams(BaseModel):
     #: the Problem class the builder returns: its `kinds` say which algorithms fit, before
     #: any data is built
     problem_class: ClassVar[type[Problem]] = Problem
+    #: True where `lam` is the weight of the regularizer psi and enters nothing else (not the
+    #: data, not the loss): configurations that differ only in it share one built problem and
+    #: can run fused (`Problem.with_lam`, fco_ray.fused)
+    fusable_lam: ClassVar[bool] = False
 
     name: str
     data_seed: int | None = Field(None, ge=0, description="data seed; None = the run's seed")

@@ -278,6 +278,7 @@ class BilinearL1Params(ProblemParams):
     problem_class: ClassVar[type[Problem]] = SaddleProblem
 
     name: Literal["bilinear_l1"] = "bilinear_l1"
+    fusable_lam: ClassVar[bool] = True  # lam weighs psi only (ProblemParams.fusable_lam)
     n: int = Field(300, ge=1, description="rows of A (size of y)")
     m: int = Field(600, ge=1, description="columns of A (size of x)")
     lam: float = Field(0.1, ge=0, allow_inf_nan=False)

@@ -30,7 +30,8 @@ from ..algorithms import ALGORITHMS
 from ..checks import check_clients
 from ..config import RunConfig, apply_overrides, load_yaml, parse_run, validate_model
 from ..errors import ConfigError, short_repr
-from ..problems import build_problem
+from ..fused import fusable
+from ..problems import PROBLEMS, build_problem
 from ..strict import no_bool_numbers
 from ..tracking import default_uri
 
@@ -194,13 +195,10 @@ def _applies(algorithm: str, key: str) -> bool:
     return not key.startswith("algorithm.") or has_hyper(algorithm, key.split(".", 1)[1])
 
 
-def _fusable(algorithm: str, key: str) -> bool:
-    """Whether a searched key can vary inside a fused group of `algorithm`: a real-valued
-    hyperparameter of a fusable algorithm (fco_ray.fused)."""
-    if not key.startswith("algorithm.") or not ALGORITHMS[algorithm].fusable:
-        return False
-    field = ALGORITHMS[algorithm].Hyper.model_fields.get(key.split(".", 1)[1])
-    return field is not None and field.annotation in (float, float | None)
+def _fusable(algorithm: str, problem: str, key: str) -> bool:
+    """Whether a searched key can vary inside a fused group of `algorithm` on `problem`
+    (fco_ray.fused.fusable)."""
+    return fusable(ALGORITHMS[algorithm], PROBLEMS[problem].params, key)
 
 
 @dataclass(frozen=True)
@@ -280,16 +278,18 @@ class Sweep:
 
     def groups(self) -> list[list[dict]]:
         """The Tune trials as groups of points: configurations of one fusable algorithm that
-        differ only in its real-valued searched hyperparameters share a group (at most
-        `tune.fuse_max`); every other point is a group of its own."""
+        differ only in its real-valued searched hyperparameters (and `problem.lam` where the
+        problem allows it: fco_ray.fused.fusable) share a group (at most `tune.fuse_max`);
+        every other point is a group of its own."""
         points = list(self.drawn_points() if self.fused else self.grid_points())
         if not self.fused:
             return [[p] for p in points]
+        problem = self.spec.problem["name"]
         by_key: dict[str, list[dict]] = {}
         for i, point in enumerate(points):
-            fusable = [k for k in point if _fusable(point["algorithm.name"], k)]
-            key = (json.dumps({k: v for k, v in point.items() if k not in fusable}, sort_keys=True)
-                   if fusable else f"alone {i}")
+            varying = [k for k in point if _fusable(point["algorithm.name"], problem, k)]
+            key = (json.dumps({k: v for k, v in point.items() if k not in varying}, sort_keys=True)
+                   if varying else f"alone {i}")
             by_key.setdefault(key, []).append(point)
         size = self.spec.tune.fuse_max
         return [members[s:s + size] for members in by_key.values()
