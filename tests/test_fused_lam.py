@@ -243,3 +243,15 @@ def test_a_restored_group_of_lam_variants_continues_with_identical_numbers(tmp_p
     assert resumed[0][0].records[-1] == straight[0][0].records[-1]
     assert resumed[2][0].records[-1] == straight[2][0].records[-1]
     assert resumed[0][0].records[-1]["train_loss"] != resumed[2][0].records[-1]["train_loss"]
+
+
+def test_the_shipped_regularization_path_sweep_runs_as_six_fused_trials():
+    from pathlib import Path
+
+    from fco_ray.sweep.schema import load_sweep
+
+    sweep = load_sweep(Path(__file__).resolve().parents[1] / "sweeps" / "e1_lam_path.yaml")
+    groups_ = sweep.groups()
+    assert sweep.num_trials() == 42 and sweep.num_tune_trials() == 6
+    assert all(sorted(p["problem.lam"] for p in g) == [0.01, 0.03, 0.1, 0.2, 0.3, 1.0, 3.0]
+               for g in groups_)

@@ -397,8 +397,9 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
             cfg = sweep.run_config(point)
         except ConfigError as e:
             raise ConfigError(f"{path}: trial ({point_text(point)}): {e}") from None
-        key = json.dumps(cfg.problem.model_dump(mode="json"), sort_keys=True)
-        by_problem.setdefault(key, []).append((point, cfg))
+        # lam that weighs only psi changes no data, clients or metric names: checked once
+        section = cfg.problem.model_dump(mode="json", exclude={"lam"} if cfg.problem.fusable_lam else None)
+        by_problem.setdefault(json.dumps(section, sort_keys=True), []).append((point, cfg))
     for trials in by_problem.values():
         _check_against_problem(sweep, trials, path)
     _check_report(spec, path)
