@@ -255,3 +255,8 @@ def test_the_shipped_regularization_path_sweep_runs_as_six_fused_trials():
     assert sweep.num_trials() == 42 and sweep.num_tune_trials() == 6
     assert all(sorted(p["problem.lam"] for p in g) == [0.01, 0.03, 0.1, 0.2, 0.3, 1.0, 3.0]
                for g in groups_)
+
+
+def test_adversarial_members_with_their_own_lam():
+    check({"name": "adversarial", "clients": 10}, "fedmip", [{"client_lr": 0.1}, {"client_lr": 0.3}],
+          lams=[0.01, 0.1], rounds=4, eval_every=2, local_steps=2, batch_size=8, clients_per_round=4)
