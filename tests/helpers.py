@@ -34,3 +34,25 @@ def assert_same_run(result, reference, rtol=1e-12):
         assert a.keys() == b.keys()
         for k in a:
             np.testing.assert_allclose(a[k], b[k], rtol=rtol, atol=0, err_msg=k)
+
+
+def fused_on_ray_equals_local(problem, members, **kwargs):
+    """Run a fused group on the local backend and on 2 Ray actors; assert the same statuses
+    and rows (to 1e-10); return the local results."""
+    from fco_ray.backends import LocalBackend
+    from fco_ray.backends.ray_backend import RayBackend
+    from fco_ray.fused import run_fused
+
+    local = run_fused(problem, members, LocalBackend(problem), **kwargs)
+    backend = RayBackend(problem, actors=2)
+    try:
+        on_ray = run_fused(problem, members, backend, **kwargs)
+    finally:
+        backend.close()
+    assert [r.status for r in on_ray] == [r.status for r in local]
+    for a, b in zip(on_ray, local):
+        assert [r["round"] for r in a.records] == [r["round"] for r in b.records]
+        for ra, rb in zip(a.records, b.records):
+            for k in ra:
+                np.testing.assert_allclose(ra[k], rb[k], rtol=1e-10, err_msg=k)
+    return local

@@ -10,7 +10,7 @@ from fco_ray.config import parse_run
 from fco_ray.engine import run_rounds
 from fco_ray.fused import Fused, run_fused
 from fco_ray.problems import build_problem
-from .helpers import assert_same_run
+from .helpers import assert_same_run, fused_on_ray_equals_local
 
 LASSO = {"name": "lasso", "clients": 8, "dim": 24, "support": 6, "samples_per_client": 16,
          "val_clients": 2}
@@ -115,25 +115,11 @@ def test_fedmip_without_server_prox_and_a_diverging_member():
 
 @pytest.mark.ray
 def test_a_fused_group_on_ray_actors_equals_the_local_backend(ray_cluster):
-    from fco_ray.backends.ray_backend import RayBackend
-
     problem = build_problem(parse_run({"problem": LASSO, "algorithm": {"name": "fedmid"}}).problem, 0)
     members = algorithms("fedmid", RATES + [{"client_lr": 30.0}], local_steps=3,
                          batch_size=4, clients_per_round=4)
-    kwargs = {"rounds": 12, "eval_every": 3, "seed": 0, "divergence": 1e3}
-    local = run_fused(problem, members, LocalBackend(problem), **kwargs)
-    backend = RayBackend(problem, actors=2)
-    try:
-        on_ray = run_fused(problem, members, backend, **kwargs)
-    finally:
-        backend.close()
-    assert [r.status for r in on_ray] == [r.status for r in local]
+    local = fused_on_ray_equals_local(problem, members, rounds=12, eval_every=3, seed=0, divergence=1e3)
     assert local[-1].status == "diverged"
-    for a, b in zip(on_ray, local):
-        assert [r["round"] for r in a.records] == [r["round"] for r in b.records]
-        for ra, rb in zip(a.records, b.records):
-            for k in ra:
-                np.testing.assert_allclose(ra[k], rb[k], rtol=1e-10, err_msg=k)
 
 
 def test_floats_sent_per_member_count_a_shared_number_once_per_member():

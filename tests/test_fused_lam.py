@@ -17,7 +17,7 @@ from fco_ray.engine import run_rounds
 from fco_ray.fused import Fused, fusable, run_fused
 from fco_ray.grid import expand, groups
 from fco_ray.problems import PROBLEMS, build_problem
-from .helpers import assert_same_run
+from .helpers import assert_same_run, fused_on_ray_equals_local
 from .test_fused import BILINEAR, LASSO, LOWRANK, NUCLEAR
 
 RATES = [{"client_lr": 0.001}, {"client_lr": 0.01}]
@@ -170,27 +170,13 @@ def test_a_sweep_groups_lam_variants_where_the_problem_allows_it(tmp_path):
 
 @pytest.mark.ray
 def test_lam_variants_on_ray_actors_equal_the_local_backend(ray_cluster):
-    from fco_ray.backends.ray_backend import RayBackend
-
     cfgs = configs(LASSO, "fedmid", RATES + [{"client_lr": 30.0}], LAMS, local_steps=3,
                    batch_size=4, clients_per_round=4)
     problem = build_problem(cfgs[0].problem, 0)
     members = [ALGORITHMS["fedmid"](c.algorithm) for c in cfgs]
-    kwargs = {"rounds": 12, "eval_every": 3, "seed": 0, "divergence": 1e3,
-              "lams": [c.problem.lam for c in cfgs]}
-    local = run_fused(problem, members, LocalBackend(problem), **kwargs)
-    backend = RayBackend(problem, actors=2)
-    try:
-        on_ray = run_fused(problem, members, backend, **kwargs)
-    finally:
-        backend.close()
-    assert [r.status for r in on_ray] == [r.status for r in local]
+    local = fused_on_ray_equals_local(problem, members, rounds=12, eval_every=3, seed=0,
+                                      divergence=1e3, lams=[c.problem.lam for c in cfgs])
     assert [r.status for r in local] == ["finished", "finished", "diverged"] * 2
-    for a, b in zip(on_ray, local):
-        assert [r["round"] for r in a.records] == [r["round"] for r in b.records]
-        for ra, rb in zip(a.records, b.records):
-            for k in ra:
-                np.testing.assert_allclose(ra[k], rb[k], rtol=1e-10, err_msg=k)
 
 
 @pytest.mark.ray
