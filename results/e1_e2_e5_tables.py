@@ -1,6 +1,6 @@
 """Tables of results/e1.md, e2.md and e5_full_scale.md from a sweep's MLflow runs.
 
-    python results/e1_e2_e5_tables.py SWEEP --tracking-uri URI [--csv FILE] [--paper C,S:ALG ...]
+    python results/e1_e2_e5_tables.py SWEEP --tracking-uri URI [--csv FILE] [--paper C,S:ALG ...] [--grid]
 
 SWEEP is the sweep's name (or parent run id) as `fco-ray report` takes it, or NAME@URI for a
 sweep in another store; the trials of several sweeps are pooled. Prints markdown:
@@ -129,6 +129,9 @@ def main() -> None:
     ap.add_argument("--select-seed", type=int, help="rank the pairs on this seed alone (the seed that ran the whole grid)")
     ap.add_argument("--curves", help="PNG: the first two metrics by round at the listed pairs, mean over seeds")
     ap.add_argument("--paper", nargs="*", default=[], help="CLIENT,SERVER:ALGORITHM[,ALGORITHM]")
+    ap.add_argument("--grid", action="store_true",
+                    help="also every rate pair's mean final value of the tuning metric (and the "
+                         "ergodic gap in brackets, saddle sweeps): one row per algorithm and client rate")
     args = ap.parse_args()
     sweeps = [load_sweep(*key.split("@", 1)) if "@" in key else load_sweep(key, args.tracking_uri)
               for key in args.sweep]
@@ -197,8 +200,32 @@ def main() -> None:
         per_seed = rows.groupby([CL, SL])["status"].apply(lambda s: (s == "finished").all())
         summary.append(f"{alg}: {int(per_seed.sum())} of {len(per_seed)} pairs finished on every seed")
     print("\n" + "\n".join(summary))
+    if args.grid:
+        print("\n" + grid_table(t, metric))
     if args.curves:
         plot_curves(data, shown, cols[:2], args.curves)
+
+
+def grid_table(t: pd.DataFrame, metric: str) -> str:
+    """Markdown: per algorithm and client rate, the mean final `metric` over seeds at each
+    server rate (with the ergodic gap in brackets where there is one); a pair with a seed that
+    did not finish shows `-`."""
+    servers = sorted(t[SL].unique(), reverse=True)
+    lines = ["| algorithm | client_lr | " + " | ".join(f"`eta_s = {s:g}`" for s in servers) + " |",
+             "|---|---|" + "---|" * len(servers)]
+    for (alg, c), rows in sorted(t.groupby(["algorithm", CL]), key=lambda kv: (kv[0][0], -kv[0][1])):
+        cells = []
+        for s in servers:
+            sel = rows[rows[SL] == s]
+            if sel.empty or (sel["status"] != "finished").any():
+                cells.append("-")
+                continue
+            cell = f"{sel[metric].mean():.3g}"
+            if "duality_gap_ergodic" in sel and sel["duality_gap_ergodic"].notna().all():
+                cell += f" ({sel['duality_gap_ergodic'].mean():.3g})"
+            cells.append(cell)
+        lines.append(f"| {alg} | {c:g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def plot_curves(data, shown, metrics, path) -> None:
