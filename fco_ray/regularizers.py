@@ -11,9 +11,9 @@ one leading axis: ``with_lam`` gives the regularizer one weight per row of such 
 """
 from __future__ import annotations
 
+import copy
 import math
 import numbers
-import copy
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar, Mapping
 
