@@ -41,6 +41,11 @@ from .random import Key, generator
 from .tree import PerRow, size
 
 
+def _real(field) -> bool:
+    """Whether a hyperparameter field holds a real number (only those can vary in a group)."""
+    return field.annotation in (float, float | None)
+
+
 def varying_fields(hps: list) -> list[str]:
     """Hyperparameters that differ across `hps` (one algorithm's); each must be a real
     number: other settings change the computation's shape or flow, not only its values."""
@@ -48,7 +53,7 @@ def varying_fields(hps: list) -> list[str]:
     varying = [f for f in fields if len({repr(getattr(hp, f)) for hp in hps}) > 1]
     for f in varying:
         if any(isinstance(getattr(hp, f), bool) or not isinstance(getattr(hp, f), (int, float))
-               for hp in hps) or fields[f].annotation not in (float, float | None):
+               for hp in hps) or not _real(fields[f]):
             raise ValueError(f"algorithm.{f} differs across the fused configurations; only "
                              "real-valued hyperparameters can be fused")
     return varying
@@ -63,17 +68,16 @@ def fusable(algorithm: type[Algorithm], problem_params: type, key: str) -> bool:
     if not algorithm.fusable:
         return False
     if key == "problem.lam":
-        return bool(getattr(problem_params, "fusable_lam", False)) and not hasattr(
-            algorithm, "fused_client_update")
+        return problem_params.fusable_lam and not hasattr(algorithm, "fused_client_update")
     field = algorithm.Hyper.model_fields.get(key.split(".", 1)[1]) if key.startswith("algorithm.") else None
-    return field is not None and field.annotation in (float, float | None)
+    return field is not None and _real(field)
 
 
 def fuse_key(hp) -> str:
     """Configurations of one algorithm with the same key can run fused: every setting
     except the real-valued hyperparameters."""
     fields = type(hp).model_fields
-    fixed = {f: getattr(hp, f) for f in fields if fields[f].annotation not in (float, float | None)}
+    fixed = {f: getattr(hp, f) for f in fields if not _real(fields[f])}
     return repr(sorted(fixed.items()))
 
 
@@ -183,9 +187,8 @@ class Fused(Algorithm):
         return self.members[0].client_weights(problem, rows)
 
     def server_init(self, problem, params0):
-        lams = self.lams or [None] * self.size
-        return stack_states([m.server_init(problem if lam is None else problem.with_lam(lam), params0)
-                             for m, lam in zip(self.members, lams)])
+        problems = [problem.with_lam(lam) for lam in self.lams] if self.lams else [problem] * self.size
+        return stack_states([m.server_init(own, params0) for m, own in zip(self.members, problems)])
 
     def broadcast(self, state):
         return self.server.broadcast(state)
