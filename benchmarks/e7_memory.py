@@ -72,18 +72,18 @@ def child(clients: int, run_round: bool, chunk_size: int, fused: int = 0) -> dic
            "held": held_bytes(problem), "build_peak": build_peak, "build_s": build_s}
     if run_round:
         name = "fsvrg"
-        algorithm = ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, client_lr=300.0))
+        algorithm = make_group([ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, client_lr=300.0))])
         backend = LocalBackend(problem, chunk_size)
         state = algorithm.server_init(problem, {"w": np.zeros(problem.train.dim)})
         ids = np.arange(problem.num_clients)
         state, seconds, peak = traced_round(problem, backend, algorithm, state, ids)
         out.update(round_s=seconds, round_peak=peak, chunk_size=chunk_size,
                    finite=bool(np.all(np.isfinite(state["w"]))))
-        if fused:  # one round of a fused step-size group (fco_ray.fused): G models at once
-            from fco_ray.fused import Fused, stack_states
+        if fused:  # one round of a fused step-size group (fco_ray.group): G models at once
+            from fco_ray.group import Stacked, stack_states
 
             steps = [300.0 * 2.0 ** (i - fused // 2) for i in range(fused)]
-            group = Fused([ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, client_lr=h))
+            group = Stacked([ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, client_lr=h))
                            for h in steps])
             state = stack_states([m.server_init(problem, {"w": np.zeros(problem.train.dim)})
                                   for m in group.members])

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from fco_ray.group import make_group  # noqa: E402
 from fco_ray import cluster  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.api import make_problem, resolve  # noqa: E402
@@ -106,7 +107,7 @@ def main() -> None:
         for task in args.tasks.split(","):
             cfg = resolve(task_config(task, 0))
             problem = make_problem(cfg)
-            algorithm = ALGORITHMS["fedavg"](cfg.algorithm)
+            algorithm = make_group([ALGORITHMS["fedavg"](cfg.algorithm)])
             for cycle in range(args.blocks):
                 row = {"task": task, "cycle": cycle, "load": load()}
                 for mode in MODES:

@@ -13,6 +13,7 @@ from .backends import make_backend
 from .checks import check_clients, check_fits
 from .config import ConfigError, RunConfig, load_yaml, parse_run
 from .engine import run_rounds
+from .group import make_group
 from .problems import build_problem
 from .problems.base import Problem
 
@@ -64,10 +65,11 @@ def run(config, *, problem: Problem | None = None,
     check_clients(cfg.algorithm.clients_per_round, problem.num_clients, problem.name)
     algorithm = ALGORITHMS[cfg.algorithm.name](cfg.algorithm)
     backend = make_backend(cfg.backend.model_dump(), problem)
+    rows = (lambda rnd, by_member, ended: [on_eval(r) for r in by_member.values()]) if on_eval else None
     try:
-        result = run_rounds(problem, algorithm, backend, rounds=cfg.rounds,
-                            eval_every=cfg.eval_every, seed=cfg.seed, on_eval=on_eval,
-                            divergence=cfg.divergence, **checkpoints)
+        (result,) = run_rounds(problem, make_group([algorithm]), backend, rounds=cfg.rounds,
+                               eval_every=cfg.eval_every, seed=cfg.seed, on_round=rows,
+                               divergence=cfg.divergence, **checkpoints)
     finally:
         backend.close()
     df = pd.DataFrame.from_records(result.records)

@@ -39,7 +39,7 @@ class Snapshot:
     records: list[dict] = field(default_factory=list)
     #: the divergence bounds set from round 0's train_loss (one per configuration)
     loss_limits: list[float] = field(default_factory=lambda: [math.inf])
-    #: a fused group (fco_ray.fused): the configurations still running, whose stacked
+    #: a fused group (fco_ray.group): the configurations still running, whose stacked
     #: state `state` is; None for a single run
     active: list[int] | None = None
 

@@ -3,7 +3,7 @@
 Configurations that share the problem, the seed, the backend and every setting except
 real-valued hyperparameters of a fusable algorithm (`Algorithm.fusable`) and, where the
 problem allows it, the regularizer weight `problem.lam` (`fused.fusable`) run as one fused
-group (`fco_ray.fused`): one pass over the sampled rows serves the whole group. Others run
+group (`fco_ray.group`): one pass over the sampled rows serves the whole group. Others run
 alone. Every configuration's rows equal its own `fco_ray.run`.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .cluster import reuse
 from .config import RunConfig, apply_overrides, load_yaml, parse_run
 from .engine import run_rounds
 from .errors import ConfigError
-from .fused import fusable, fuse_key, run_fused
+from .group import fusable, fuse_key, make_group
 from .problems import PROBLEMS, build_problem
 
 #: configurations per fused group at most: bounds the stacked state and client rows
@@ -72,10 +72,10 @@ def groups(configs: list[RunConfig], max_group: int = MAX_GROUP) -> list[list[in
 
 
 def run_group(configs: list[RunConfig], on_round=None, **checkpoints) -> list[tuple[object, dict | None]]:
-    """Run configurations that `groups` put together (one fused run, or one alone): per
+    """Run configurations that `groups` put together as one group (`fco_ray.group`): per
     configuration its RunResult and final model (None if it diverged). `on_round(round,
-    rows, diverged)`: see `fused.run_fused` (a lone run calls it likewise). `checkpoints`:
-    `start`, `checkpoint_every`, `on_checkpoint` (fco_ray.checkpoint; see `engine.run_rounds`)."""
+    rows, diverged)` and `checkpoints` (`start`, `checkpoint_every`, `on_checkpoint`): see
+    `engine.run_rounds`."""
     first = configs[0]
     try:
         problem = build_problem(first.problem, first.seed)
@@ -83,19 +83,13 @@ def run_group(configs: list[RunConfig], on_round=None, **checkpoints) -> list[tu
         raise ConfigError(str(e)) from None
     check_clients(first.algorithm.clients_per_round, problem.num_clients, problem.name)
     algorithms = [ALGORITHMS[c.algorithm.name](c.algorithm) for c in configs]
-    kwargs = {"rounds": first.rounds, "eval_every": first.eval_every, "seed": first.seed,
-              "divergence": first.divergence}
+    lams = [c.problem.lam for c in configs] if _lam_fuses(first) else []
+    group = make_group(algorithms, lams if len(set(lams)) > 1 else None)
     backend = make_backend(first.backend.model_dump(), problem)
     try:
-        if len(configs) == 1:
-            rows = (lambda row: on_round(row["round"], {0: row}, [])) if on_round else None
-            results = [run_rounds(problem, algorithms[0], backend, on_eval=rows, **kwargs, **checkpoints)]
-            if on_round is not None and results[0].status == "diverged":
-                on_round(first.rounds, {}, [0])
-        else:
-            lams = [c.problem.lam for c in configs] if _lam_fuses(first) else []
-            results = run_fused(problem, algorithms, backend, on_round=on_round, **kwargs, **checkpoints,
-                                lams=lams if len(set(lams)) > 1 else None)
+        results = run_rounds(problem, group, backend, rounds=first.rounds, eval_every=first.eval_every,
+                             seed=first.seed, divergence=first.divergence, on_round=on_round,
+                             **checkpoints)
     finally:
         backend.close()
     return [(r, _model(problem, a, r)) for a, r in zip(algorithms, results)]

@@ -463,7 +463,7 @@ def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
 #: node (8 doubles per support feature and member).
 LANES = 4
 GROUP_BLOCK = 8
-# A fused step-size group (fco_ray.fused) runs G configurations that visit the same samples
+# A fused step-size group (fco_ray.group) runs G configurations that visit the same samples
 # in the same order (randomness is keyed by node and position, never by configuration), so
 # one pass reads each nonzero once and updates G local models. Member arrays are
 # feature-major, (d, G): the G values of a feature are adjacent, one cache line for small G.

@@ -6,7 +6,7 @@ most one constraint part (a ball {||u|| <= radius} in the ``l1``, ``l2``, ``linf
 builds them. All methods act on the trailing ``event_ndim`` axes of ``x`` and broadcast
 over the leading (client) axes; they return new arrays (see ``fco_ray.prox``).
 
-A fused run (``fco_ray.fused``) stacks configurations with different weights ``lam`` on
+A fused run (``fco_ray.group``) stacks configurations with different weights ``lam`` on
 one leading axis: ``with_lam`` gives the regularizer one weight per row of such a stack.
 """
 from __future__ import annotations

@@ -41,8 +41,6 @@ def fused_on_ray_equals_local(problem, members, **kwargs):
     and rows (to 1e-10); return the local results."""
     from fco_ray.backends import LocalBackend
     from fco_ray.backends.ray_backend import RayBackend
-    from fco_ray.fused import run_fused
-
     local = run_fused(problem, members, LocalBackend(problem), **kwargs)
     backend = RayBackend(problem, actors=2)
     try:
@@ -56,3 +54,20 @@ def fused_on_ray_equals_local(problem, members, **kwargs):
             for k in ra:
                 np.testing.assert_allclose(ra[k], rb[k], rtol=1e-10, err_msg=k)
     return local
+
+
+def run_one(problem, algorithm, backend, **kwargs):
+    """One configuration through the engine's round loop (a group of one): its RunResult."""
+    from fco_ray.engine import run_rounds
+    from fco_ray.group import make_group
+
+    (result,) = run_rounds(problem, make_group([algorithm]), backend, **kwargs)
+    return result
+
+
+def run_fused(problem, members, backend, lams=None, **kwargs):
+    """Configurations of one algorithm as one stacked group: a RunResult per member."""
+    from fco_ray.engine import run_rounds
+    from fco_ray.group import Stacked
+
+    return run_rounds(problem, Stacked(members, lams), backend, **kwargs)

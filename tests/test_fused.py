@@ -7,8 +7,10 @@ import fco_ray
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
 from fco_ray.config import parse_run
-from fco_ray.engine import run_rounds
-from fco_ray.fused import Fused, run_fused
+from .helpers import run_one
+from fco_ray.group import Stacked as Fused
+
+from .helpers import run_fused
 from fco_ray.problems import build_problem
 from .helpers import assert_same_run, fused_on_ray_equals_local
 
@@ -35,7 +37,7 @@ def check(problem_section, name, grid, rounds=12, eval_every=3, seed=0, backend=
     fused = run_fused(problem, members, backend, rounds=rounds, eval_every=eval_every, seed=seed,
                       divergence=1e3)
     for algorithm, result in zip(members, fused):
-        alone = run_rounds(problem, algorithm, backend, rounds=rounds, eval_every=eval_every,
+        alone = run_one(problem, algorithm, backend, rounds=rounds, eval_every=eval_every,
                            seed=seed, divergence=1e3)
         assert_same(result, alone)
     return fused

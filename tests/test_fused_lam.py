@@ -13,8 +13,10 @@ from fco_ray import run_grid
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
 from fco_ray.config import parse_run
-from fco_ray.engine import run_rounds
-from fco_ray.fused import Fused, fusable, run_fused
+from .helpers import run_one
+from fco_ray.group import Stacked as Fused, fusable
+
+from .helpers import run_fused
 from fco_ray.grid import expand, groups
 from fco_ray.problems import PROBLEMS, build_problem
 from .helpers import assert_same_run, fused_on_ray_equals_local
@@ -40,7 +42,7 @@ def check(section, name, grid, lams=LAMS, rounds=12, eval_every=3, seed=0, **fix
                       **kwargs)
     for cfg, algorithm, result in zip(cfgs, members, fused):
         own = build_problem(cfg.problem, seed)
-        assert_same_run(result, run_rounds(own, algorithm, LocalBackend(own), **kwargs))
+        assert_same_run(result, run_one(own, algorithm, LocalBackend(own), **kwargs))
     return fused
 
 

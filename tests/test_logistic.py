@@ -11,7 +11,7 @@ from fco_ray import regularizers as R
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends.local import LocalBackend
 from fco_ray.config import ConfigError, parse_problem, parse_run
-from fco_ray.engine import run_rounds
+from .helpers import run_one
 from fco_ray.problems import build_problem
 from fco_ray.problems.base import Problem
 from fco_ray.problems.logistic import InfeasibleError, check_feasible
@@ -161,7 +161,7 @@ def checked_algorithm(name: str, hp: dict):
 def run_checked(problem, name, rounds, **hp):
     algorithm = checked_algorithm(name, hp)
     wrapped = CheckedProblem(problem) if name in ("fedmid", "feddualavg") else problem
-    result = run_rounds(wrapped, algorithm, LocalBackend(wrapped), rounds=rounds, eval_every=rounds, seed=0)
+    result = run_one(wrapped, algorithm, LocalBackend(wrapped), rounds=rounds, eval_every=rounds, seed=0)
     assert result.status == "finished"
     assert type(algorithm).rounds_checked == rounds
     if name in ("fedmid", "feddualavg"):  # clients take gradients only at prox outputs

@@ -10,7 +10,9 @@ import fco_ray
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.config import ConfigError, parse_problem, parse_run
 from fco_ray.backends.local import LocalBackend
-from fco_ray.engine import INIT_TAG, run_rounds
+from fco_ray.engine import INIT_TAG
+
+from .helpers import run_one
 from fco_ray.problems import build_problem
 from fco_ray.problems.adversarial import render_attack
 from fco_ray.random import NOISE, NOISE2, Key, generator
@@ -324,7 +326,7 @@ def test_update_rules_match_reference_loops(name, kind):
                          **({"server_prox": False} if name == "fedmip_noprox" else {})},
            "rounds": rounds, "eval_every": rounds, "seed": seed}
     algo = ALGORITHMS[cfg["algorithm"]["name"]](parse_run(cfg).algorithm)
-    result = run_rounds(p, algo, LocalBackend(p, chunk_size=2), rounds=rounds, eval_every=rounds,
+    result = run_one(p, algo, LocalBackend(p, chunk_size=2), rounds=rounds, eval_every=rounds,
                         seed=seed)
     got = algo.output(p, result.state)
     z0 = p.init_params(generator(seed, INIT_TAG))

@@ -9,13 +9,14 @@ from scipy.optimize import brentq
 from scipy.special import expit
 
 import fco_ray
+from fco_ray.group import make_group
 from fco_ray import ConfigError
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
 from fco_ray.backends.local import ClientStates, add_sums, weighted_sum
 from fco_ray.kernels_sparse import sdca_steps
 from fco_ray.data.text_generator import generate_text_nodes, reshuffle_nodes
-from fco_ray.engine import run_rounds
+from .helpers import run_one
 from fco_ray.problems import build_problem
 from fco_ray.config import parse_problem
 from fco_ray.problems.text import SparseNodes, SparseTextLogReg
@@ -54,7 +55,7 @@ def run(problem, name, rounds, w0=None, chunk_size=1024, seed=0, **hp):
         problem = copy.copy(problem)
         problem.init_params = lambda rng: {"w": w0.copy()}
     algorithm = make(name, **hp)
-    result = run_rounds(problem, algorithm, LocalBackend(problem, chunk_size), rounds=rounds,
+    result = run_one(problem, algorithm, LocalBackend(problem, chunk_size), rounds=rounds,
                         eval_every=1, seed=seed)
     assert result.status == "finished"
     return algorithm.output(problem, result.state)["w"], result.records
@@ -296,7 +297,7 @@ def test_cocoa_plus_keeps_w_of_alpha_and_its_dual_ascends(small):
     for rnd in range(4):
         payload = algorithm.broadcast(state)
         ids = algorithm.select_clients(0, rnd, p.num_clients)
-        total, weight = backend.map_clients(algorithm, payload, ids, Key(0, rnd, ids))
+        total, weight = backend.map_clients(make_group([algorithm]), payload, ids, Key(0, rnd, ids))
         state = algorithm.server_update(p, state, {k: v / weight for k, v in total.items()}, rnd)
         states = backend.states.by_row  # the duals: client state kept by the backend
         assert sorted(states) == list(range(p.num_clients))
@@ -362,12 +363,12 @@ def test_actor_shards_give_the_local_result(small, name):
     for rnd in range(2):
         for _ in range(algorithm.exchanges_per_round):
             ids = np.arange(small.num_clients)
-            total, weight = backend.map_clients(algorithm, algorithm.broadcast(state_l), ids, Key(0, rnd, ids))
+            total, weight = backend.map_clients(make_group([algorithm]), algorithm.broadcast(state_l), ids, Key(0, rnd, ids))
             state_l = algorithm.server_update(small, state_l, {k: v / weight for k, v in total.items()}, rnd)
             payload, parts, start = algorithm.broadcast(state_s), [], 0
             for shard, states in zip(shards, shard_states):
                 gids = np.arange(start, start + shard.num_clients)
-                parts.append(weighted_sum(algorithm, shard, payload, np.arange(shard.num_clients),
+                parts.append(weighted_sum(make_group([algorithm]), shard, payload, np.arange(shard.num_clients),
                                           Key(0, rnd, gids), states))
                 start += shard.num_clients
             total, weight = add_sums(parts)
@@ -441,9 +442,9 @@ def test_client_state_is_per_run_and_kept_by_the_backend(small):
     same backend and problem starts from alpha = 0 again and repeats the first."""
     algorithm = make("cocoa_plus")
     backend = LocalBackend(small)
-    first = run_rounds(small, algorithm, backend, rounds=2, eval_every=1, seed=0)
+    first = run_one(small, algorithm, backend, rounds=2, eval_every=1, seed=0)
     assert len(backend.states) == small.num_clients
-    second = run_rounds(small, algorithm, backend, rounds=2, eval_every=1, seed=0)
+    second = run_one(small, algorithm, backend, rounds=2, eval_every=1, seed=0)
     assert [r["train_loss"] for r in first.records] == [r["train_loss"] for r in second.records]
     assert not any(isinstance(v, dict) for v in vars(small.train).values())  # nothing stored there
 

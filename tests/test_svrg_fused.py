@@ -11,8 +11,10 @@ import fco_ray
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
 from fco_ray.data.text_generator import generate_text_nodes
-from fco_ray.engine import run_rounds
-from fco_ray.fused import Fused, run_fused
+from .helpers import run_one
+from fco_ray.group import Stacked as Fused
+
+from .helpers import run_fused
 from fco_ray.problems.text import SparseTextLogReg
 from fco_ray.random import Key
 from .helpers import assert_same_run
@@ -96,7 +98,7 @@ def test_fused_members_equal_their_own_runs(small, name):
     kwargs = {"rounds": 10, "eval_every": 1, "seed": 0, "divergence": 1e3}
     fused = run_fused(small, members, LocalBackend(small), **kwargs)
     for algorithm, result in zip(members, fused):
-        assert_same(result, run_rounds(small, algorithm, LocalBackend(small), **kwargs))
+        assert_same(result, run_one(small, algorithm, LocalBackend(small), **kwargs))
     assert [i for i, r in enumerate(fused) if r.status == "diverged"] == DIVERGED[name]
     if name in ("gd", "fsvrg"):  # ended mid-run, the others went on
         assert 2 < len(fused[2].records) < len(fused[0].records) == 11
@@ -149,7 +151,7 @@ def test_a_fused_step_size_group_on_ray_actors_equals_its_own_runs(small, ray_cl
             members = [make(name, **point, **fixed) for point in grid]
             on_ray = run_fused(small, members, backend, **kwargs)
             for algorithm, result in zip(members, on_ray):
-                alone = run_rounds(small, algorithm, LocalBackend(small), **kwargs)
+                alone = run_one(small, algorithm, LocalBackend(small), **kwargs)
                 assert result.status == alone.status
                 assert [r["round"] for r in result.records] == [r["round"] for r in alone.records]
                 for a, b in zip(result.records, alone.records):

@@ -61,9 +61,13 @@ class Algorithm(abc.ABC):
     #: round-level work only on the server (no clients are called): e.g. centralized
     uses_clients: ClassVar[bool] = True
     #: whether configurations differing in real-valued hyperparameters can run as one
-    #: stacked computation (fco_ray.fused): the update rules take a hyperparameter per
-    #: stacked row and a per-row broadcast (`tree.PerRow`)
+    #: stacked computation (fco_ray.group.Stacked): the update rules take a hyperparameter
+    #: per stacked row and a per-row broadcast (`tree.PerRow`)
     fusable: ClassVar[bool] = False
+    #: a stacked group's client work is served by `group_client_update` (the whole group at
+    #: once, e.g. one compiled pass over a node's data for every member) instead of the
+    #: generic C * G stacked rows
+    serves_group: ClassVar[bool] = False
     #: client exchanges per communication round (e.g. 2 for FSVRG: full gradient, then local
     #: passes); the state says which exchange comes next, metrics are taken after the last.
     exchanges_per_round: ClassVar[int] = 1
@@ -120,6 +124,12 @@ class Algorithm(abc.ABC):
     #: `(messages, new_client_state)`; `client_state` is a list, one entry per row. The
     #: server state alone then does not determine the run: no checkpoints (fco_ray.checkpoint).
     client_state: ClassVar[bool] = False
+
+    def group_client_update(self, problem: Problem, payload: dict, rows: np.ndarray, key: Key) -> dict:
+        """A stacked group's messages (`serves_group`): the payload holds every member on a
+        leading (G, ...) axis and `self.hp`'s varying hyperparameters are (G,) arrays; every
+        message is (G, ...), summed over `rows` like `client_update` (`presummed`)."""
+        raise TypeError(f"algorithm {self.name!r} does not serve groups (serves_group is False)")
 
     def init_client_state(self, problem: Problem, rows: np.ndarray) -> list:
         """Initial state of the clients `rows` (one entry each) of a new run."""

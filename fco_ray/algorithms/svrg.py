@@ -22,9 +22,9 @@ compiled per-node passes (`fco_ray.kernels_sparse`) that add every node's weight
 into one (d,) vector per shard (messages are `presummed`). Permutations and draws are keyed
 by (seed, round, pass, node, position): results do not depend on sharding.
 
-Fused step-size groups (`fco_ray.fused`). GD, FSVRG, naive FSVRG and DANE are `fusable`: G
+Fused step-size groups (`fco_ray.group`). GD, FSVRG, naive FSVRG and DANE are `fusable`: G
 configurations that differ only in real-valued hyperparameters (`client_lr`; DANE's `eta`,
-`mu`) visit the same nodes, permutations and draws, so `fused_client_update` runs the
+`mu`) visit the same nodes, permutations and draws, so `group_client_update` runs the
 whole group in ONE pass over each node's data (`kernels_sparse.*_group`: each nonzero read
 once, G local models updated) and returns the group's messages (G, ...) pre-summed over the
 nodes. The state then holds w (and grad f) as (G, d) and the varying hyperparameters are
@@ -98,6 +98,7 @@ class SVRGFamily(Algorithm):
     supports: ClassVar[frozenset[str]] = frozenset({"nodes"})
     presummed = True
     fusable = True
+    serves_group = True
 
     def client_weights(self, problem, rows):
         return problem.node_sizes(rows).astype(float)
@@ -117,10 +118,9 @@ class SVRGFamily(Algorithm):
         weights = self.client_weights(problem, rows)
         return {"g": problem.node_gradient_sum(rows, payload["w"], weights)}
 
-    def fused_client_update(self, problem, payload, rows, key):
-        """A fused group's messages (`fco_ray.fused` calls this instead of stacking G rows
-        per node): payload["w"] (and "g") are (G, d), `self.hp`'s varying hyperparameters
-        (G,); returns every message as (G, ...), summed over `rows` like `client_update`."""
+    def group_client_update(self, problem, payload, rows, key):
+        """A stacked group's messages: payload["w"] (and "g") are (G, d), `self.hp`'s
+        varying hyperparameters (G,); one pass over each node's data for every member."""
         return self.client_update(problem, payload, rows, key)
 
 

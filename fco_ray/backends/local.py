@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..heap import keep_freed_memory
+from ..group import Group
 from ..random import Key
 
 #: Minibatch bytes that one block of stacked clients gathers per local step. A block whose
@@ -19,16 +20,16 @@ BLOCK_BYTES = 3 << 20
 MIN_BLOCK = 8  # below this the per-block Python overhead outweighs the cache gain
 
 
-def block_size(algorithm, problem) -> int:
+def block_size(algorithm: Group, problem) -> int:
     """Clients per block: BLOCK_BYTES / (batch_size x bytes of one sample), at least MIN_BLOCK.
-    A `presummed` algorithm streams its clients itself: one block. A fused group
-    (`rows_per_client` = G) reads each client's minibatch once for its G rows and keeps G
-    models per client: they count too."""
+    A `presummed` algorithm streams its clients itself: one block. A group of G members
+    (`fco_ray.group`) reads each client's minibatch once for its G rows and keeps G models
+    per client: they count too."""
     train = problem.train
     if algorithm.presummed:
         return max(1, train.num_clients)
     batch = getattr(algorithm.hp, "batch_size", None) or train.max_samples
-    group = getattr(algorithm, "rows_per_client", 1)
+    group = algorithm.size
     per_client = batch * train.bytes_per_sample
     if group > 1:
         per_client += group * 8 * sum(math.prod(s) for s in problem.shapes.values())
@@ -58,7 +59,7 @@ class ClientStates:
         self.by_row.update(zip((int(r) for r in rows), states))
 
 
-def weighted_sum(algorithm, problem, payload, rows, key: Key,
+def weighted_sum(algorithm: Group, problem, payload, rows, key: Key,
                  states: ClientStates | None = None) -> tuple[dict, float]:
     """Sum over the clients `rows` of weight * message (the shard-level pre-aggregation),
     computed block by block (see BLOCK_BYTES). Client randomness is keyed by client id,

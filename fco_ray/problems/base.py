@@ -80,7 +80,7 @@ class Problem(abc.ABC):
     def with_lam(self, lam) -> "Problem":
         """The same problem (the same data, shared, not copied) with regularizer weight `lam`
         on every penalized block of `psi` (and in `info["lam"]` where the metrics read it): a
-        number, or one per row of a stack (a fused group's configurations, fco_ray.fused).
+        number, or one per row of a stack (a fused group's configurations, fco_ray.group).
         Only for problems whose `lam` enters nothing but `psi` (`ProblemParams.fusable_lam`)."""
         import copy
 

@@ -26,7 +26,7 @@ class ProblemParams(BaseModel):
     problem_class: ClassVar[type[Problem]] = Problem
     #: True where `lam` is the weight of the regularizer psi and enters nothing else (not the
     #: data, not the loss): configurations that differ only in it share one built problem and
-    #: can run fused (`Problem.with_lam`, fco_ray.fused)
+    #: can run fused (`Problem.with_lam`, fco_ray.group)
     fusable_lam: ClassVar[bool] = False
 
     name: str

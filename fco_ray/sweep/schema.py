@@ -30,7 +30,7 @@ from ..algorithms import ALGORITHMS
 from ..checks import check_clients
 from ..config import RunConfig, apply_overrides, load_yaml, parse_run, validate_model
 from ..errors import ConfigError, short_repr
-from ..fused import fusable
+from ..group import fusable
 from ..problems import PROBLEMS, build_problem
 from ..strict import no_bool_numbers
 from ..tracking import default_uri
@@ -123,7 +123,7 @@ class TuneSettings(_Strict):
                                          "checkpoints (a multiple of eval_every); 0 = none; "
                                          "default: about a tenth of the rounds")
     fuse: bool = Field(True, description="run configurations that differ only in real-valued "
-                       "hyperparameters of one algorithm as one fused Tune trial (fco_ray.fused)")
+                       "hyperparameters of one algorithm as one fused Tune trial (fco_ray.group)")
     fuse_max: int = Field(64, ge=1, description="configurations per fused trial at most")
 
 
@@ -197,7 +197,7 @@ def _applies(algorithm: str, key: str) -> bool:
 
 def _fusable(algorithm: str, problem: str, key: str) -> bool:
     """Whether a searched key can vary inside a fused group of `algorithm` on `problem`
-    (fco_ray.fused.fusable)."""
+    (fco_ray.group.fusable)."""
     return fusable(ALGORITHMS[algorithm], PROBLEMS[problem].params, key)
 
 
@@ -279,7 +279,7 @@ class Sweep:
     def groups(self) -> list[list[dict]]:
         """The Tune trials as groups of points: configurations of one fusable algorithm that
         differ only in its real-valued searched hyperparameters (and `problem.lam` where the
-        problem allows it: fco_ray.fused.fusable) share a group (at most `tune.fuse_max`);
+        problem allows it: fco_ray.group.fusable) share a group (at most `tune.fuse_max`);
         every other point is a group of its own."""
         points = list(self.drawn_points() if self.fused else self.grid_points())
         if not self.fused:
