@@ -5,16 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import pandas as pd
 
-from .algorithms import ALGORITHMS
-from .backends import make_backend
-from .checks import check_clients, check_fits
-from .config import ConfigError, RunConfig, load_yaml, parse_run
-from .engine import run_rounds
-from .group import make_group
-from .problems import build_problem
+from .config import RunConfig, load_yaml, parse_run
+from .plan import prepare_one, rows_callback
 from .problems.base import Problem
 
 
@@ -25,13 +19,6 @@ def resolve(config) -> RunConfig:
     if isinstance(config, (str, Path)):
         config = load_yaml(config)
     return parse_run(config)
-
-
-def make_problem(cfg: RunConfig) -> Problem:
-    try:
-        return build_problem(cfg.problem, cfg.seed)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
 
 
 def run(config, *, problem: Problem | None = None,
@@ -58,26 +45,11 @@ def run(config, *, problem: Problem | None = None,
     if problem is not None and isinstance(config, dict):
         config = {**config, "problem": {"name": "custom"}}
     cfg = resolve(config)
-    if problem is not None:  # a custom instance: its own kinds decide what fits
-        check_fits(cfg.algorithm.name, problem.kinds, problem.name)
-    else:
-        problem = make_problem(cfg)
-    check_clients(cfg.algorithm.clients_per_round, problem.num_clients, problem.name)
-    algorithm = ALGORITHMS[cfg.algorithm.name](cfg.algorithm)
-    backend = make_backend(cfg.backend.model_dump(), problem)
-    rows = (lambda rnd, by_member, ended: [on_eval(r) for r in by_member.values()]) if on_eval else None
-    try:
-        (result,) = run_rounds(problem, make_group([algorithm]), backend, rounds=cfg.rounds,
-                               eval_every=cfg.eval_every, seed=cfg.seed, on_round=rows,
-                               divergence=cfg.divergence, **checkpoints)
-    finally:
-        backend.close()
+    prepared = prepare_one(cfg, problem)
+    (result,) = prepared.run(rows_callback(on_eval), **checkpoints)
     df = pd.DataFrame.from_records(result.records)
     df.attrs["status"] = result.status
     df.attrs["config"] = cfg.model_dump(mode="json")
     if not return_model:
         return df
-    model = None
-    if result.status == "finished":
-        model = {k: np.array(v, copy=True) for k, v in algorithm.output(problem, result.state).items()}
-    return df, model
+    return df, prepared.model(0, result)

@@ -65,13 +65,10 @@ def cmd_run(args) -> int:
         from .config import parse_run  # the registries (numba, scipy): now that the file is read
 
         cfg = parse_run(raw)
-        from .api import make_problem, run
+        from .plan import prepare_one
         from .progress import Progress
 
-        from .checks import check_clients
-
-        problem = make_problem(cfg)  # its data must be readable before MLflow is touched
-        check_clients(cfg.algorithm.clients_per_round, problem.num_clients, cfg.problem.name)
+        prepared = prepare_one(cfg)  # its data must be readable before MLflow is touched
     except ConfigError as e:
         raise ConfigError(f"{args.file}: {e}") from None
     store = run_id = None
@@ -85,13 +82,14 @@ def cmd_run(args) -> int:
         run_id = start_single_run(store, config, f"{run_label(config)} {cfg.problem.name}")
     progress = None if args.quiet else Progress(cfg.rounds, ["train_loss"])
 
-    def on_eval(row: dict) -> None:
-        if run_id:
-            store.log_rows(run_id, [row])
-        if progress is not None:
-            progress(row)
+    def on_round(rnd: int, rows: dict, ended: list) -> None:
+        for row in rows.values():
+            if run_id:
+                store.log_rows(run_id, [row])
+            if progress is not None:
+                progress(row)
     try:
-        df, model = run(cfg, problem=problem, on_eval=on_eval, return_model=True)
+        (result,) = prepared.run(on_round)
     except BaseException:
         if run_id:
             close_run(store, run_id, "error", 0)
@@ -99,7 +97,9 @@ def cmd_run(args) -> int:
     finally:
         if progress is not None:
             progress.close()
-    status = df.attrs["status"]
+    import pandas as pd
+
+    df, status, model = pd.DataFrame.from_records(result.records), result.status, prepared.model(0, result)
     print(_table(df))
     print(f"status: {status}")
     if run_id:

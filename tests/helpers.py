@@ -71,3 +71,13 @@ def run_fused(problem, members, backend, lams=None, **kwargs):
     from fco_ray.group import Stacked
 
     return run_rounds(problem, Stacked(members, lams), backend, **kwargs)
+
+
+def run_group(configs, on_round=None, **checkpoints):
+    """Configurations prepared as one group (`fco_ray.plan.prepare`) and run: per
+    configuration its RunResult and final model (None if it diverged)."""
+    from fco_ray.plan import prepare
+
+    (prepared,) = prepare(configs, max_group=len(configs))
+    results = prepared.run(on_round, **checkpoints)
+    return [(r, prepared.model(j, r)) for j, r in enumerate(results)]

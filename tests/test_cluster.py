@@ -39,7 +39,8 @@ def test_ray_backend_refuses_auto_before_starting_anything(monkeypatch):
     ray = pytest.importorskip("ray")
     if ray.is_initialized():
         pytest.skip("this process is already connected to Ray (the address is not used then)")
-    from fco_ray.api import make_problem, resolve
+    from fco_ray.api import resolve
+    from fco_ray.plan import build as make_problem
     from fco_ray.backends import make_backend
 
     problem = make_problem(resolve({"problem": {"name": "lowrank", "clients": 3, "dim": 4,
@@ -108,7 +109,8 @@ _PROBE = r"""
 import json, os, re, subprocess, sys
 from pathlib import Path
 import ray
-from fco_ray.api import make_problem, resolve
+from fco_ray.api import resolve
+from fco_ray.plan import build as make_problem
 from fco_ray.backends.ray_backend import RayBackend
 
 out = {}
@@ -286,7 +288,7 @@ def test_joins_a_cluster_on_loopback(ray_tmpdir):
     """The README's one-cluster-for-many-runs recipe: a head on 127.0.0.1, joined by
     address (the driver must take node IP 127.0.0.1 too, else Ray waits for a raylet at
     the machine's network address), and its actors run the backend's work."""
-    code = _CONNECT.replace("cluster.disconnect(c)", "from fco_ray.api import make_problem, resolve\n"
+    code = _CONNECT.replace("cluster.disconnect(c)", "from fco_ray.api import resolve\nfrom fco_ray.plan import build as make_problem\n"
                             "    from fco_ray.backends.ray_backend import RayBackend\n"
                             "    p = make_problem(resolve({'problem': {'name': 'lowrank', 'clients': 3, "
                             "'dim': 4, 'rank': 1}, 'algorithm': {'name': 'fedmid'}}))\n"

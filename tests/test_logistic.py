@@ -228,4 +228,4 @@ def test_metrics_and_defaults():
 def test_bad_config_is_a_config_error(raw, match):
     cfg = {"problem": raw, "algorithm": {"name": "fedmid"}, "rounds": 1}
     with pytest.raises(ConfigError, match=match):
-        fco_ray.api.make_problem(parse_run(cfg))
+        fco_ray.plan.build(parse_run(cfg))

@@ -15,7 +15,8 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # n
 import fco_ray  # noqa: E402
 from fco_ray.group import make_group  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
-from fco_ray.api import make_problem, resolve  # noqa: E402
+from fco_ray.api import resolve  # noqa: E402
+from fco_ray.plan import build as make_problem  # noqa: E402
 from fco_ray.backends import LocalBackend, make_backend  # noqa: E402
 from fco_ray.backends.ray_backend import RayBackend  # noqa: E402
 from fco_ray.config import parse_run  # noqa: E402
@@ -172,7 +173,8 @@ def test_cluster_too_small_is_a_clear_error(cluster):
 
 _STANDALONE = """
 import os, ray
-from fco_ray.api import make_problem, resolve
+from fco_ray.api import resolve
+from fco_ray.plan import build as make_problem
 from fco_ray.backends.ray_backend import RayBackend
 problem = make_problem(resolve({"problem": {"name": "lowrank", "clients": 3, "dim": 4, "rank": 1},
                                 "algorithm": {"name": "fedmid"}}))

@@ -1,7 +1,7 @@
 """The Tune side of one trial: its resources, its name, and the trainable that runs it.
 
-A trial's config is validated once, in the trial (`Sweep.run_config`), and handed to
-`fco_ray.run` ready to use. The trainable reports every evaluated round with
+A trial's configurations are validated once (`Sweep.run_config`) and prepared once
+(`fco_ray.plan.prepare`: its problem built and checked) in the trial. The trainable reports every evaluated round with
 `tune.report({...metrics, "round": r, "timesteps_total": r, "status": s})`; a diverged
 trial ends with a last report whose metric is the worst value, so it ranks last.
 A finished trial's last report carries a Tune checkpoint holding its artifacts
@@ -25,13 +25,12 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 from ray import tune
 
 from ..algorithms import ALGORITHMS
 from ..artifacts import trial_artifacts
 from ..checkpoint import FILE as SNAPSHOT_FILE, Snapshot, load_snapshot, save_snapshot
-from ..grid import run_group
+from ..plan import prepare
 from ..backends.ray_backend import STRATEGIES
 from ..config import BackendConfig
 from .schema import FIXED_POINT_KEYS, Sweep
@@ -124,14 +123,9 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
         pending[:] = [snapshot]
 
     every = sweep.checkpoint_every(rounds) if stateless else 0
-    try:
-        outcome = run_group(configs, on_round, start=start, checkpoint_every=every,
-                            on_checkpoint=hold)
-    except np.linalg.LinAlgError:
-        # an SVD of a non-finite client iterate (nuclear prox) fails before the engine
-        # sees the non-finite values: that is divergence too
-        outcome = [(None, None)] * size
-    models = {j: model for j, (_, model) in enumerate(outcome) if model is not None}
+    (prepared,) = prepare(configs, max_group=size)  # the sweep's group is one group
+    results = prepared.run(on_round, start=start, checkpoint_every=every, on_checkpoint=hold)
+    models = {j: model for j, r in enumerate(results) if (model := prepared.model(j, r)) is not None}
     if not models or last["rows"] is None:  # every configuration diverged
         tune.report(_report(sweep, last["round"], {}, list(range(size)), "diverged", size))
         return
