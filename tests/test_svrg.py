@@ -10,6 +10,7 @@ from scipy.special import expit
 
 import fco_ray
 from fco_ray.group import make_group
+from fco_ray.problems.nodes import LocalPasses
 from fco_ray import ConfigError
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
@@ -153,12 +154,12 @@ def test_compiled_passes_equal_per_sample_loops(tiny, case):
     h = rng.uniform(0.2, 1.5, k)
     if case == "dane":
         eta, mu, passes = 0.7, 0.3, 3
-        got = p.node_pass_sum(rows, key, w, g, h=h, weights=weights, passes=passes, eta=eta, mu=mu)
+        got = p.node_pass_sum(rows, key, w, g, weights, LocalPasses(h=h, passes=passes, eta=eta, mu=mu))
         want = weights @ reference_dane(p, rows, w, g, h, eta, mu, passes, key)
     else:
         scaled = case == "fsvrg"
         steps = None if scaled else rng.integers(1, 45, k) if case == "naive_partial" else nodes.sizes
-        got = p.node_pass_sum(rows, key, w, g, h=h, weights=weights, steps=steps, scaled=scaled)
+        got = p.node_pass_sum(rows, key, w, g, weights, LocalPasses(h=h, steps=steps, scaled=scaled))
         orders = [permutation(key, 0, key.client_ids[c], nodes.sizes[c]) if scaled
                   else draws(key, key.client_ids[c], nodes.sizes[c], steps[c]) for c in range(k)]
         s = brute_scaling(p.train)[0][rows] if scaled else np.ones((k, d))
@@ -192,8 +193,8 @@ def test_permutations_and_draws_are_keyed_by_node(tiny):
     w, g = np.full(tiny.train.dim, 0.1), np.full(tiny.train.dim, 0.01)
     ones = np.ones(tiny.num_clients)
     all_nodes = np.arange(tiny.num_clients)
-    both = tiny.node_pass_sum(all_nodes, Key(1, 4, all_nodes), w, g, h=ones, weights=ones)
-    alone = sum(tiny.node_pass_sum([r], Key(1, 4, np.array([r])), w, g, h=ones[:1], weights=ones[:1])
+    both = tiny.node_pass_sum(all_nodes, Key(1, 4, all_nodes), w, g, ones, LocalPasses(h=ones))
+    alone = sum(tiny.node_pass_sum([r], Key(1, 4, np.array([r])), w, g, ones[:1], LocalPasses(h=ones[:1]))
                 for r in all_nodes)
     np.testing.assert_allclose(both, alone, rtol=1e-13, atol=1e-15)
 

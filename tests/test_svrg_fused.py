@@ -14,6 +14,8 @@ from fco_ray.data.text_generator import generate_text_nodes
 from .helpers import run_one
 from fco_ray.group import Stacked as Fused
 
+from fco_ray.problems.nodes import LocalPasses
+
 from .helpers import run_fused
 from fco_ray.problems.text import SparseTextLogReg
 from fco_ray.random import Key
@@ -61,10 +63,10 @@ def test_group_passes_equal_one_call_per_member(tiny, case, members):
     extra = (lambda m: {"eta": eta[m], "mu": mu[m]}) if case == "dane" else (lambda m: {})
     group_extra = {"eta": eta, "mu": mu} if case == "dane" else {}
     with np.errstate(all="ignore"):
-        got = p.node_pass_sum(rows, key, w, g, h=h, weights=weights, **kwargs, **group_extra)
+        got = p.node_pass_sum(rows, key, w, g, weights, LocalPasses(h=h, **kwargs, **group_extra))
         for m in range(members):
-            want = p.node_pass_sum(rows, key, w[m], g[m], h=h[:, m].copy(), weights=weights,
-                                   **kwargs, **extra(m))
+            want = p.node_pass_sum(rows, key, w[m], g[m], weights,
+                                   LocalPasses(h=h[:, m].copy(), **kwargs, **extra(m)))
             if m != 1:
                 np.testing.assert_allclose(got[m], want, rtol=1e-12, atol=1e-14 * np.abs(want).max())
                 assert np.abs(want).max() > 1e-6
@@ -110,9 +112,9 @@ def test_fused_group_reads_the_data_once_per_exchange(small, monkeypatch):
     calls = []
     original = SparseTextLogReg.node_pass_sum
 
-    def counted(self, rows, key, w, g, **kw):
+    def counted(self, rows, key, w, g, weights, local):
         calls.append(np.shape(w))
-        return original(self, rows, key, w, g, **kw)
+        return original(self, rows, key, w, g, weights, local)
 
     monkeypatch.setattr(SparseTextLogReg, "node_pass_sum", counted)
     members = [make("fsvrg", client_lr=h) for h in (3.0, 30.0, 300.0)]

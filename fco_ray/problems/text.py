@@ -42,6 +42,7 @@ from ..random import BATCH, PERMUTATION, Key
 from ..tree import Params
 from .registry import ProblemParams, register_problem
 from .base import Problem
+from .nodes import LocalPasses, SDCAPasses
 
 
 def sparsity_scalings(nodes: SparseNodes) -> tuple[np.ndarray, np.ndarray]:
@@ -140,10 +141,8 @@ class SparseTextLogReg(Problem):
     """See the module docstring. `aggregation` is FSVRG's A = diag(a^j) (global, (d,)).
 
     Besides the `Problem` interface it offers the finite-sum "nodes" interface that the SVRG
-    family (`fco_ray.algorithms.svrg`) uses: `lam`, `aggregation`, `total_samples`,
-    `node_sizes`, and the compiled per-node passes `node_gradient_sum`, `node_pass_sum`,
-    `node_sdca_sum` (`fco_ray.kernels_sparse`), each returning a sum over the given nodes of
-    their weighted results as one (d,) vector.
+    family uses (`fco_ray.problems.nodes.Nodes`), with compiled per-node passes
+    (`fco_ray.kernels_sparse`).
     """
 
 
@@ -206,18 +205,17 @@ class SparseTextLogReg(Problem):
         out += (self.lam * weights.sum()) * w
         return out
 
-    def node_pass_sum(self, rows, key: Key, w: np.ndarray, g: np.ndarray, *, h: np.ndarray,
-                      weights: np.ndarray, steps: np.ndarray | None = None, scaled: bool = False,
-                      passes: int = 1, eta=1.0, mu=0.0) -> np.ndarray:
+    def node_pass_sum(self, rows, key: Key, w: np.ndarray, g: np.ndarray, weights: np.ndarray,
+                      local: LocalPasses) -> np.ndarray:
         """sum_k weights_k (w_k - w): node k's local SVRG-type passes from w (see
         `kernels_sparse.svrg_passes`) with step h_k, drift eta g, proximal weight mu and, if
-        `scaled`, FSVRG's s_k^j. `steps=None`: one pass over a keyed random permutation of
-        the node's samples (key stream PERMUTATION, step = pass); else steps[k] samples
-        drawn with replacement (stream BATCH, one pass).
+        `scaled`, FSVRG's s_k^j, as `local` says (`LocalPasses`).
 
         A fused group of G members: w and g stacks (G, d), h (nodes, G), eta and mu numbers
         or (G,); returns (G, d), member m equal to its own call, in one pass over the data
         (`kernels_sparse.svrg_passes_group`)."""
+        h, steps, scaled, passes, eta, mu = (local.h, local.steps, local.scaled, local.passes,
+                                             local.eta, local.mu)
         rows = np.asarray(rows, np.int64)
         sizes = self.node_sizes(rows)
         replace = steps is not None
@@ -255,11 +253,12 @@ class SparseTextLogReg(Problem):
         out += alpha * g  # the coordinates off each node's support
         return out
 
-    def node_sdca_sum(self, rows, key: Key, w: np.ndarray, duals: np.ndarray, *, passes: int,
-                      sigma: float, n: float, weights: np.ndarray) -> np.ndarray:
+    def node_sdca_sum(self, rows, key: Key, w: np.ndarray, duals: np.ndarray, weights: np.ndarray,
+                      local: SDCAPasses) -> np.ndarray:
         """sum_k weights_k (v_k - w) / sigma after CoCoA+'s local SDCA passes (see
         `kernels_sparse.sdca_passes`; scale sigma / (lam n)); `duals` (b = y alpha of the
         nodes' samples, node after node) are updated in place."""
+        passes, sigma, n = local.passes, local.sigma, local.n
         rows = np.asarray(rows, np.int64)
         sizes = self.node_sizes(rows)
         out = np.zeros(self.train.dim)
