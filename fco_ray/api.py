@@ -23,7 +23,7 @@ def resolve(config) -> RunConfig:
 
 def run(config, *, problem: Problem | None = None,
         on_eval: Callable[[dict], None] | None = None, return_model: bool = False,
-        **checkpoints):
+        tracking: bool | str = False, **checkpoints):
     """Run one configuration and return one row per evaluated round.
 
     `config`: a dict, a YAML path or a RunConfig (schema: README "Configuration").
@@ -35,6 +35,9 @@ def run(config, *, problem: Problem | None = None,
     for LASSO; saddle problems hold both players' blocks), or None for a diverged run (its
     iterates are not finite). Save it with `np.savez(path, **model)`.
     The run's final status ("finished" or "diverged") is in `df.attrs["status"]`.
+    `tracking`: log the run to MLflow exactly as `fco-ray run` does (True: the config's
+    `tracking` section, default the SQLite store `mlflow.db` in the working directory; a
+    string: that tracking URI); the run's id is in `df.attrs["mlflow_run_id"]`.
     `checkpoints`: `start`, `checkpoint_every`, `on_checkpoint` of `engine.run_rounds`.
 
     The model is not put in `df.attrs`: pandas deep-copies attrs on every selection, and
@@ -45,11 +48,26 @@ def run(config, *, problem: Problem | None = None,
     if problem is not None and isinstance(config, dict):
         config = {**config, "problem": {"name": "custom"}}
     cfg = resolve(config)
-    prepared = prepare_one(cfg, problem)
-    (result,) = prepared.run(rows_callback(on_eval), **checkpoints)
+    prepared = prepare_one(cfg, problem)  # the data is read and checked before MLflow is touched
+    log = None
+    if tracking:
+        from .tracking import RunLog
+
+        log = RunLog(cfg, tracking if isinstance(tracking, str) else None)
+    rows = [f for f in (log.add if log else None, on_eval) if f is not None]
+    try:
+        (result,) = prepared.run(rows_callback(lambda row: [f(row) for f in rows]) if rows else None,
+                                 **checkpoints)
+    except BaseException:
+        if log is not None:
+            log.fail()
+        raise
+    model = prepared.model(0, result)
     df = pd.DataFrame.from_records(result.records)
     df.attrs["status"] = result.status
     df.attrs["config"] = cfg.model_dump(mode="json")
-    if not return_model:
-        return df
-    return df, prepared.model(0, result)
+    if log is not None:
+        log.close(result.status, int(df["round"].iloc[-1]) if len(df) else 0, model)
+        df.attrs["mlflow_run_id"], df.attrs["mlflow_uri"] = log.run_id, log.store.uri
+        df.attrs["mlflow_url"] = log.url()
+    return (df, model) if return_model else df

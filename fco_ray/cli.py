@@ -65,63 +65,25 @@ def cmd_run(args) -> int:
         from .config import parse_run  # the registries (numba, scipy): now that the file is read
 
         cfg = parse_run(raw)
-        from .plan import prepare_one
-        from .progress import Progress
-
-        prepared = prepare_one(cfg)  # its data must be readable before MLflow is touched
     except ConfigError as e:
         raise ConfigError(f"{args.file}: {e}") from None
-    store = run_id = None
-    if not args.no_mlflow:
-        from .tracking import Store, check_store, close_run, default_uri, run_label, start_single_run
+    from .api import run
+    from .progress import Progress
 
-        uri = cfg.tracking.uri or default_uri()
-        check_store(uri)  # fail fast, before any work
-        store = Store(uri)
-        config = cfg.model_dump(mode="json")
-        run_id = start_single_run(store, config, f"{run_label(config)} {cfg.problem.name}")
     progress = None if args.quiet else Progress(cfg.rounds, ["train_loss"])
-
-    def on_round(rnd: int, rows: dict, ended: list) -> None:
-        for row in rows.values():
-            if run_id:
-                store.log_rows(run_id, [row])
-            if progress is not None:
-                progress(row)
     try:
-        (result,) = prepared.run(on_round)
-    except BaseException:
-        if run_id:
-            close_run(store, run_id, "error", 0)
-        raise
+        df = run(cfg, on_eval=progress, tracking=not args.no_mlflow)
+    except ConfigError as e:
+        raise ConfigError(f"{args.file}: {e}") from None
     finally:
         if progress is not None:
             progress.close()
-    import pandas as pd
-
-    df, status, model = pd.DataFrame.from_records(result.records), result.status, prepared.model(0, result)
     print(_table(df))
-    print(f"status: {status}")
-    if run_id:
-        from .tracking import Summary
-
-        summary = Summary()
-        for row in df.to_dict("records"):
-            summary.add(row)
-        if model is not None:  # the final model (and E6's attack image) as run artifacts
-            import tempfile
-
-            from .artifacts import trial_artifacts
-
-            with tempfile.TemporaryDirectory() as tmp:
-                trial_artifacts(cfg, model, Path(tmp))
-                store.client.log_artifacts(run_id, tmp)
-        close_run(store, run_id, status, int(df["round"].iloc[-1]) if len(df) else 0, summary)
-        print(f"MLflow run {run_id} in {store.uri} (experiment {cfg.tracking.experiment!r})")
-        from .tracking import run_url, ui_base
-
-        _next_steps(store.uri, run_url(ui_base(store.uri), store.experiment_id(cfg.tracking.experiment,
-                                                                                create=False), run_id))
+    print(f"status: {df.attrs['status']}")
+    if "mlflow_run_id" in df.attrs:
+        print(f"MLflow run {df.attrs['mlflow_run_id']} in {df.attrs['mlflow_uri']} "
+              f"(experiment {cfg.tracking.experiment!r})")
+        _next_steps(df.attrs["mlflow_uri"], df.attrs["mlflow_url"])
     return EXIT_OK
 
 

@@ -58,36 +58,33 @@ class TrialResources:
             trial_bundles(backend, self.sweep.spec.tune.cpus_per_trial), strategy=strategy)
 
 
-def member_key(trial_id: str, index: int, size: int) -> str:
-    """The MLflow key (tag fco.trial_id) of configuration `index` of a trial of `size`."""
-    return trial_id if size == 1 else f"{trial_id}-{index}"
+def member_key(trial_id: str, index: int) -> str:
+    """The MLflow key (tag fco.trial_id) of configuration `index` of a trial."""
+    return f"{trial_id}-{index}"
 
 
 def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
-    """The Tune trainable: one configuration, or a fused group of them (`run_group`),
+    """The Tune trainable: a group of configurations (one or more; `fco_ray.plan.prepare`),
     reporting every evaluated round.
 
-    A lone configuration reports its metrics row; a group reports, per evaluated round, the
-    rows of its configurations (`members`, JSON by index), those that ended diverged
-    (`ended`), and as the Tune metric the best of the round's values (Tune ranks groups;
-    the sweep's best configurations are ranked from MLflow, one run per configuration).
+    Each report holds the rows of the group's configurations (`members`, JSON by index: Tune's
+    CSV logger fixes its columns at the first result, so rows travel as one text), those that
+    ended diverged (`ended`), and as the Tune metric the best of the round's values (Tune ranks
+    trials; the sweep's best configurations are ranked from MLflow, one run per configuration).
     The last report carries a checkpoint with each finished configuration's artifacts
-    (`fco_ray.artifacts`: `model.npz`, E6's `attack.png`; in folder `<index>/` for a group),
-    which the driver's MLflow logger attaches to the configuration's run.
+    (`fco_ray.artifacts`: `model.npz`, E6's `attack.png`; in folder `<index>/`), which the
+    driver's MLflow logger attaches to the configuration's run.
 
     `finished`: configurations already FINISHED in MLflow before an interruption (by key):
     a resumed sweep reports them instead of running them again."""
     points = sweep.members_of(tune_config)
     trial_id, size = tune.get_context().get_trial_id(), len(points)
-    done = [finished.get(member_key(trial_id, j, size)) for j in range(size)]
+    done = [finished.get(member_key(trial_id, j)) for j in range(size)]
     if all(d is not None for d in done):
-        if size == 1:
-            tune.report(sweep.final_report(done[0]["metrics"], done[0]["round"], done[0]["status"]))
-            return
         rows = {j: {**d["metrics"], "round": d["round"]} for j, d in enumerate(done)
                 if d["status"] == "finished"}
         status = "finished" if rows else "diverged"
-        tune.report(_report(sweep, max(d["round"] for d in done), rows, [], status, size))
+        tune.report(_report(sweep, max(d["round"] for d in done), rows, [], status))
         return
     configs = [sweep.run_config(p) for p in points]
     rounds = configs[0].rounds
@@ -109,7 +106,7 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
         if rnd == rounds:
             last["rows"] = rows  # reported below, with the models
             return
-        result = _report(sweep, rnd, rows, ended, "running", size)
+        result = _report(sweep, rnd, rows, ended, "running")
         ended.clear()
         reported.append(result)
         if snapshot is None or snapshot.round != rnd:
@@ -127,16 +124,16 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
     results = prepared.run(on_round, start=start, checkpoint_every=every, on_checkpoint=hold)
     models = {j: model for j, r in enumerate(results) if (model := prepared.model(j, r)) is not None}
     if not models or last["rows"] is None:  # every configuration diverged
-        tune.report(_report(sweep, last["round"], {}, list(range(size)), "diverged", size))
+        tune.report(_report(sweep, last["round"], {}, list(range(size)), "diverged"))
         return
-    final = _report(sweep, rounds, last["rows"], ended, "finished", size)
+    final = _report(sweep, rounds, last["rows"], ended, "finished")
     # Ray logs "Checkpoint successfully created at ..." per trial to the driver's terminal;
     # the checkpoint is only the carrier of the artifacts to the driver
     logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         for j, model in models.items():
-            folder = Path(tmp) / (str(j) if size > 1 else "")
-            folder.mkdir(exist_ok=True)
+            folder = Path(tmp) / str(j)
+            folder.mkdir()
             trial_artifacts(configs[j], model, folder)
         tune.report(final, checkpoint=tune.Checkpoint.from_directory(tmp))
 
@@ -152,12 +149,8 @@ def _restored() -> Snapshot | None:
         return load_snapshot(folder)
 
 
-def _report(sweep: Sweep, rnd: int, rows: dict, ended: list, status: str, size: int) -> dict:
-    """A Tune result: a lone configuration's row, or a group's rows (see `train_trial`)."""
-    if size == 1:
-        if status == "diverged" or (ended and not rows):
-            return sweep.final_report({}, rnd, "diverged")
-        return {**rows.get(0, {}), "round": rnd, "timesteps_total": rnd, "status": status}
+def _report(sweep: Sweep, rnd: int, rows: dict, ended: list, status: str) -> dict:
+    """A Tune result of a trial's group (see `train_trial`)."""
     values = [r[sweep.metric] for r in rows.values() if sweep.metric in r]
     best = (max if sweep.mode == "max" else min)(values) if values else None
     report = sweep.final_report({}, rnd, "diverged") if best is None else {sweep.metric: best}
