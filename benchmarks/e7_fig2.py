@@ -62,15 +62,15 @@ def plan(sweep: dict, only: dict[str, list[float]],
 
 def run_all(args, sweep: dict, runs: list, done: set) -> None:
     """Run the planned runs not yet in `args.out`: per (algorithm, twin) the step sizes as
-    ONE fused group (`fco_ray.engine.run_rounds`: one pass over each node's data per exchange
+    ONE fused group (`fco_ray.core.engine.run_rounds`: one pass over each node's data per exchange
     for every step size; each member's rows equal its own run, tests/test_svrg_fused.py).
     Member rows go to `<out>.progress` as they come (a cut run can still be reported);
     a finished group appends one "run" line per member to `args.out`."""
     from fco_ray.algorithms import ALGORITHMS
     from fco_ray.backends import LocalBackend
-    from fco_ray.config import parse_problem, parse_run
-    from fco_ray.engine import run_rounds
-    from fco_ray.group import make_group
+    from fco_ray.core.config import parse_problem, parse_run
+    from fco_ray.core.engine import run_rounds
+    from fco_ray.core.group import make_group
     from fco_ray.problems import build_problem
 
     problem_cfg = dict(sweep["problem"])

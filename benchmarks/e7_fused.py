@@ -8,7 +8,7 @@ Builds `sparse_text_logreg` (default 10,000 nodes, the paper's scale) once; then
 method, times side by side and interleaved, `--repeats` times:
 
 - fused: one communication round of the fused group of the G step sizes of `--grid` (the
-  grid of sweeps/e7_fsvrg.yaml by default) through the engine's pieces (`fco_ray.group.Stacked`:
+  grid of sweeps/e7_fsvrg.yaml by default) through the engine's pieces (`fco_ray.core.group.Stacked`:
   every exchange through the local backend's `map_clients`, then the server update), i.e.
   one pass over each node's data serving all G members;
 - unfused: the same round for each of the G configurations alone, one after the other
@@ -35,10 +35,10 @@ sys.path.insert(0, str(ROOT))
 
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends import LocalBackend  # noqa: E402
-from fco_ray.config import parse_problem  # noqa: E402
-from fco_ray.group import Stacked, make_group, stack_states  # noqa: E402
+from fco_ray.core.config import parse_problem  # noqa: E402
+from fco_ray.core.group import Stacked, make_group, stack_states  # noqa: E402
 from fco_ray.problems import build_problem  # noqa: E402
-from fco_ray.random import Key  # noqa: E402
+from fco_ray.ops.random import Key  # noqa: E402
 
 GRID = [1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0]
 

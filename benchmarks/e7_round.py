@@ -12,7 +12,7 @@ times side by side, interleaved, `--repeats` times each:
   each node), reading w[j] and then adding into a length-d scratch at j: the memory traffic
   of a pass without its arithmetic;
 - bare exact pass: the least a compiled exact FSVRG round must do, written plainly here
-  (independent of `fco_ray.kernels_sparse`): the node gradients at w (one pass over the
+  (independent of `fco_ray.ops.kernels_sparse`): the node gradients at w (one pass over the
   data) and every node's lazy SVRG pass over a precomputed permutation (permutations made
   outside the timed region), adding (n_k/n)(w_k - w) into one length-d vector;
 - round: one FSVRG round through the engine's pieces (both exchanges via the local backend's
@@ -40,12 +40,12 @@ from numba import njit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fco_ray.group import make_group  # noqa: E402
+from fco_ray.core.group import make_group  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends import LocalBackend  # noqa: E402
-from fco_ray.config import parse_problem  # noqa: E402
+from fco_ray.core.config import parse_problem  # noqa: E402
 from fco_ray.problems import build_problem  # noqa: E402
-from fco_ray.random import PERMUTATION, Key  # noqa: E402
+from fco_ray.ops.random import PERMUTATION, Key  # noqa: E402
 
 
 @njit(cache=True)

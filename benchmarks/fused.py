@@ -1,4 +1,4 @@
-"""Fused sweeps vs unfused: the configuration axis of fco_ray.group, measured side by side.
+"""Fused sweeps vs unfused: the configuration axis of fco_ray.core.group, measured side by side.
 
     .venv/bin/python benchmarks/fused.py [--rounds R] [--repeats N] [--sweep FILE] [--sweep-rounds R] [--set K=V]
                                          [--only rounds,sweep] [--out FILE]
@@ -35,12 +35,12 @@ sys.path.insert(0, str(ROOT))
 
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends import LocalBackend  # noqa: E402
-from fco_ray.config import parse_run  # noqa: E402
-from fco_ray.engine import run_rounds  # noqa: E402
-from fco_ray.group import Stacked, make_group  # noqa: E402
+from fco_ray.core.config import parse_run  # noqa: E402
+from fco_ray.core.engine import run_rounds  # noqa: E402
+from fco_ray.core.group import Stacked, make_group  # noqa: E402
 from fco_ray.problems import build_problem  # noqa: E402
 from fco_ray.algorithms.composite import DualAveraging, PrimalAveraging  # noqa: E402
-from fco_ray.random import Key  # noqa: E402
+from fco_ray.ops.random import Key  # noqa: E402
 
 import numpy as np  # noqa: E402
 

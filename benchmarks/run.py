@@ -42,9 +42,9 @@ sys.path.insert(0, str(ROOT))
 
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends.local import LocalBackend  # noqa: E402
-from fco_ray.engine import INIT_TAG, evaluate, run_rounds  # noqa: E402
+from fco_ray.core.engine import INIT_TAG, evaluate, run_rounds  # noqa: E402
 from fco_ray.problems import PROBLEMS  # noqa: E402
-from fco_ray.random import Key, generator, sample_clients  # noqa: E402
+from fco_ray.ops.random import Key, generator, sample_clients  # noqa: E402
 
 E1_ALGORITHMS = ["fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp"]
 # stable rates (tests/test_claims.py); a diverged run stops early and is refused below

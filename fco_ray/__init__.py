@@ -1,7 +1,7 @@
 """fco-ray: federated composite optimization on Ray, swept with Ray Tune, logged to MLflow."""
 from importlib import import_module
 
-from .errors import ConfigError
+from .runtime.errors import ConfigError
 
 __all__ = ["ALGORITHMS", "PROBLEMS", "Algorithm", "ClientData", "ConfigError", "Problem",
            "ProblemParams", "register_algorithm", "register_problem", "run", "run_grid"]
@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 _LAZY = {"ALGORITHMS": ".algorithms", "Algorithm": ".algorithms", "register_algorithm": ".algorithms",
          "PROBLEMS": ".problems", "ClientData": ".problems", "Problem": ".problems",
          "ProblemParams": ".problems", "register_problem": ".problems", "run": ".api",
-         "run_grid": ".grid"}
+         "run_grid": ".core.grid"}
 
 
 def __getattr__(name):

@@ -7,8 +7,8 @@ from typing import Callable
 
 import pandas as pd
 
-from .config import RunConfig, load_yaml, parse_run
-from .plan import prepare_one, rows_callback
+from .core.config import RunConfig, load_yaml, parse_run
+from .core.plan import prepare_one, rows_callback
 from .problems.base import Problem
 
 

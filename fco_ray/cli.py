@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .files import ConfigError, apply_overrides, load_yaml
+from .runtime.files import ConfigError, apply_overrides, load_yaml
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 SWEEP_ONLY_KEYS = {"algorithms", "search", "seeds", "tune", "name", "report"}
@@ -62,13 +62,13 @@ def cmd_run(args) -> int:
                           f"run it with: fco-ray sweep {args.file}")
     try:
         raw = apply_overrides(raw, args.set)
-        from .config import parse_run  # the registries (numba, scipy): now that the file is read
+        from .core.config import parse_run  # the registries (numba, scipy): now that the file is read
 
         cfg = parse_run(raw)
     except ConfigError as e:
         raise ConfigError(f"{args.file}: {e}") from None
     from .api import run
-    from .progress import Progress
+    from .runtime.progress import Progress
 
     progress = None if args.quiet else Progress(cfg.rounds, ["train_loss"])
     try:
@@ -197,7 +197,7 @@ def _existing_store(uri: str | None) -> str:
     """The tracking URI to read (`uri`, else MLFLOW_TRACKING_URI, else ./mlflow.db), if it
     names an MLflow store that exists: reading (runs, report) must never create an empty
     store, nor a directory for a URI that is no store at all. Without importing MLflow."""
-    from .files import check_tracking_uri
+    from .runtime.files import check_tracking_uri
 
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
     try:

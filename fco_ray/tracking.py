@@ -34,7 +34,7 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
-from .errors import ConfigError
+from .runtime.errors import ConfigError
 
 ROLE, SWEEP, TRIAL_ID, ALGORITHM, STATUS = "fco.role", "fco.sweep", "fco.trial_id", "fco.algorithm", "fco.status"
 PARENT = "mlflow.parentRunId"
@@ -71,7 +71,7 @@ def check_store(uri: str, timeout: float = 10.0) -> None:
     MLflow's business). `sqlite:///PATH`: PATH must open as an SQLite database (its
     directory is created, as MLflow would). Other stores are left to MLflow.
     """
-    from .config import check_tracking_uri
+    from .core.config import check_tracking_uri
 
     try:
         check_tracking_uri(uri)  # a bare word would become a file store directory

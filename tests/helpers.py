@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from fco_ray.problems.linear import make_lasso, make_lowrank
-from fco_ray.random import Key
+from fco_ray.ops.random import Key
 
 
 def small_lasso(lam=0.05, clients=8, samples=16, dim=20, support=5, seed=0):
@@ -58,8 +58,8 @@ def fused_on_ray_equals_local(problem, members, **kwargs):
 
 def run_one(problem, algorithm, backend, **kwargs):
     """One configuration through the engine's round loop (a group of one): its RunResult."""
-    from fco_ray.engine import run_rounds
-    from fco_ray.group import make_group
+    from fco_ray.core.engine import run_rounds
+    from fco_ray.core.group import make_group
 
     (result,) = run_rounds(problem, make_group([algorithm]), backend, **kwargs)
     return result
@@ -67,16 +67,16 @@ def run_one(problem, algorithm, backend, **kwargs):
 
 def run_fused(problem, members, backend, lams=None, **kwargs):
     """Configurations of one algorithm as one stacked group: a RunResult per member."""
-    from fco_ray.engine import run_rounds
-    from fco_ray.group import Stacked
+    from fco_ray.core.engine import run_rounds
+    from fco_ray.core.group import Stacked
 
     return run_rounds(problem, Stacked(members, lams), backend, **kwargs)
 
 
 def run_group(configs, on_round=None, **checkpoints):
-    """Configurations prepared as one group (`fco_ray.plan.prepare`) and run: per
+    """Configurations prepared as one group (`fco_ray.core.plan.prepare`) and run: per
     configuration its RunResult and final model (None if it diverged)."""
-    from fco_ray.plan import prepare
+    from fco_ray.core.plan import prepare
 
     (prepared,) = prepare(configs, max_group=len(configs))
     results = prepared.run(on_round, **checkpoints)

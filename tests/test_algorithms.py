@@ -2,15 +2,15 @@
 import numpy as np
 import pytest
 
-from fco_ray.group import make_group
-from fco_ray import regularizers as R
+from fco_ray.core.group import make_group
+from fco_ray.ops import regularizers as R
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.algorithms.base import FederatedHyper
 from fco_ray.backends import LocalBackend
-from fco_ray.engine import INIT_TAG
+from fco_ray.core.engine import INIT_TAG
 
 from .helpers import run_one
-from fco_ray.random import generator, sample_clients
+from fco_ray.ops.random import generator, sample_clients
 
 from .helpers import one_client_grad, small_lasso, small_lowrank
 
@@ -175,7 +175,7 @@ def test_sample_weighted_aggregation():
     uni = ALGORITHMS["fedavg"](FederatedHyper(name="fedavg", **hp))
     wtd = ALGORITHMS["fedavg"](FederatedHyper(name="fedavg", weighting="samples", **hp))
     w0 = problem.init_params(generator(0, INIT_TAG))
-    from fco_ray.random import Key
+    from fco_ray.ops.random import Key
 
     ids = np.arange(3)
     msgs = uni.client_update(problem, {"w": w0}, ids, Key(0, 0, ids))

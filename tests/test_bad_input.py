@@ -21,7 +21,7 @@ from mlflow import MlflowClient
 
 import fco_ray
 from fco_ray.cli import main
-from fco_ray.config import ConfigError, _ConfigLoader
+from fco_ray.core.config import ConfigError, _ConfigLoader
 from fco_ray.data.text_generator import generate_text_nodes
 from fco_ray.problems.text import SparseTextLogReg, data_fingerprint
 

@@ -7,9 +7,9 @@ import pytest
 
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
-from fco_ray.config import parse_run
+from fco_ray.core.config import parse_run
 from .helpers import run_one
-from fco_ray.random import Key
+from fco_ray.ops.random import Key
 
 from .helpers import run_fused
 from fco_ray.problems import build_problem

@@ -28,7 +28,7 @@ from ray import cloudpickle  # noqa: E402
 import fco_ray  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.api import resolve  # noqa: E402
-from fco_ray.plan import build as make_problem  # noqa: E402
+from fco_ray.core.plan import build as make_problem  # noqa: E402
 from fco_ray.backends.ray_backend import RayBackend  # noqa: E402
 from fco_ray.cli import main  # noqa: E402
 from fco_ray.data.text_generator import generate_text_nodes  # noqa: E402

@@ -6,9 +6,9 @@ import pytest
 import fco_ray
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
-from fco_ray.config import parse_run
+from fco_ray.core.config import parse_run
 from .helpers import run_one
-from fco_ray.group import Stacked as Fused
+from fco_ray.core.group import Stacked as Fused
 
 from .helpers import run_fused
 from fco_ray.problems import build_problem

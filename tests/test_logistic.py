@@ -7,15 +7,15 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 import fco_ray
-from fco_ray import regularizers as R
+from fco_ray.ops import regularizers as R
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends.local import LocalBackend
-from fco_ray.config import ConfigError, parse_problem, parse_run
+from fco_ray.core.config import ConfigError, parse_problem, parse_run
 from .helpers import run_one
 from fco_ray.problems import build_problem
 from fco_ray.problems.base import Problem
 from fco_ray.problems.logistic import InfeasibleError, check_feasible
-from fco_ray.solvers import solve_centralized
+from fco_ray.algorithms.solvers import solve_centralized
 
 
 def make(raw: dict, seed: int = 0):
@@ -228,4 +228,4 @@ def test_metrics_and_defaults():
 def test_bad_config_is_a_config_error(raw, match):
     cfg = {"problem": raw, "algorithm": {"name": "fedmid"}, "rounds": 1}
     with pytest.raises(ConfigError, match=match):
-        fco_ray.plan.build(parse_run(cfg))
+        fco_ray.core.plan.build(parse_run(cfg))

@@ -13,16 +13,16 @@ from ray.util.placement_group import placement_group, remove_placement_group  # 
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: E402
 
 import fco_ray  # noqa: E402
-from fco_ray.group import make_group  # noqa: E402
+from fco_ray.core.group import make_group  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.api import resolve  # noqa: E402
-from fco_ray.plan import build as make_problem  # noqa: E402
+from fco_ray.core.plan import build as make_problem  # noqa: E402
 from fco_ray.backends import LocalBackend, make_backend  # noqa: E402
 from fco_ray.backends.ray_backend import RayBackend  # noqa: E402
-from fco_ray.config import parse_run  # noqa: E402
+from fco_ray.core.config import parse_run  # noqa: E402
 from fco_ray.sweep.trainable import trial_bundles  # noqa: E402
 from .helpers import run_one  # noqa: E402
-from fco_ray.random import Key  # noqa: E402
+from fco_ray.ops.random import Key  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -174,7 +174,7 @@ def test_cluster_too_small_is_a_clear_error(cluster):
 _STANDALONE = """
 import os, ray
 from fco_ray.api import resolve
-from fco_ray.plan import build as make_problem
+from fco_ray.core.plan import build as make_problem
 from fco_ray.backends.ray_backend import RayBackend
 problem = make_problem(resolve({"problem": {"name": "lowrank", "clients": 3, "dim": 4, "rank": 1},
                                 "algorithm": {"name": "fedmid"}}))
@@ -245,11 +245,11 @@ def test_actors_use_the_trial_placement_group(cluster):
 
 
 def test_reuse_hands_the_actors_to_the_next_backend_on_the_same_data(cluster):
-    """Inside `fco_ray.cluster.reuse()` a closed backend's actors serve the next backend on
+    """Inside `fco_ray.backends.cluster.reuse()` a closed backend's actors serve the next backend on
     an equal problem (rebuilt from the same config): same processes, same numbers as the
     local backend, client state of the earlier run dropped; another problem gets new actors,
     and the block's end ends the parked ones."""
-    from fco_ray import cluster as fco_cluster
+    from fco_ray.backends import cluster as fco_cluster
     from fco_ray.backends import ray_backend
     from fco_ray.data.text_generator import generate_text_nodes
     from fco_ray.problems.text import SparseTextLogReg

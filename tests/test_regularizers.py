@@ -1,11 +1,11 @@
-"""fco_ray.regularizers: values, prox, subgradients, projections, sums, builders, blocks."""
+"""fco_ray.ops.regularizers: values, prox, subgradients, projections, sums, builders, blocks."""
 import dataclasses
 
 import numpy as np
 import pytest
 
-from fco_ray import prox as P
-from fco_ray import regularizers as R
+from fco_ray.ops import prox as P
+from fco_ray.ops import regularizers as R
 
 
 @pytest.fixture

@@ -8,14 +8,14 @@ from scipy.optimize import linprog
 
 import fco_ray
 from fco_ray.algorithms import ALGORITHMS
-from fco_ray.config import ConfigError, parse_problem, parse_run
+from fco_ray.core.config import ConfigError, parse_problem, parse_run
 from fco_ray.backends.local import LocalBackend
-from fco_ray.engine import INIT_TAG
+from fco_ray.core.engine import INIT_TAG
 
 from .helpers import run_one
 from fco_ray.problems import build_problem
 from fco_ray.problems.adversarial import render_attack
-from fco_ray.random import NOISE, NOISE2, Key, generator
+from fco_ray.ops.random import NOISE, NOISE2, Key, generator
 
 LAM, D = 0.1, 0.05
 
@@ -291,7 +291,7 @@ def ref_primal(p, z0, rounds, lr, slr, steps, seed, kind):
 
 def ref_composite(p, z0, rounds, lr, slr, steps, seed, kind):
     """FedDualAvg / FedMiD (fco_ray/algorithms/composite.py) driven by the saddle operator, stream BATCH."""
-    from fco_ray.random import BATCH
+    from fco_ray.ops.random import BATCH
     z, etat = z0, 0.0
     for r in range(rounds):
         ends = []

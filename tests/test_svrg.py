@@ -1,5 +1,5 @@
 """FSVRG and friends (fco_ray/algorithms/svrg.py): the compiled lazy passes
-(fco_ray.kernels_sparse) against plain per-sample dense loops, each algorithm against its
+(fco_ray.ops.kernels_sparse) against plain per-sample dense loops, each algorithm against its
 formulas, the paper's properties, and the E7 claims at reduced scale."""
 import copy
 
@@ -9,19 +9,19 @@ from scipy.optimize import brentq
 from scipy.special import expit
 
 import fco_ray
-from fco_ray.group import make_group
+from fco_ray.core.group import make_group
 from fco_ray.problems.nodes import LocalPasses
 from fco_ray import ConfigError
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
 from fco_ray.backends.local import ClientStates, add_sums, weighted_sum
-from fco_ray.kernels_sparse import sdca_steps
+from fco_ray.ops.kernels_sparse import sdca_steps
 from fco_ray.data.text_generator import generate_text_nodes, reshuffle_nodes
 from .helpers import run_one
 from fco_ray.problems import build_problem
-from fco_ray.config import parse_problem
+from fco_ray.core.config import parse_problem
 from fco_ray.problems.text import SparseNodes, SparseTextLogReg
-from fco_ray.random import BATCH, PERMUTATION, Key
+from fco_ray.ops.random import BATCH, PERMUTATION, Key
 
 from .helpers import small_lasso
 

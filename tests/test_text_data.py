@@ -10,7 +10,7 @@ from fco_ray import ConfigError
 from fco_ray.data.libsvm import load_libsvm_problem_data, split_holdout
 from fco_ray.data.text_generator import generate_text_nodes, power_law_sizes, reshuffle_nodes
 from fco_ray.problems.text import SparseNodes, SparseTextLogReg, node_loss_grads
-from fco_ray.random import Key
+from fco_ray.ops.random import Key
 
 GEN = dict(clients=40, min_samples=10, max_samples=400, dim=400, words_per_doc=8, topics=5)
 

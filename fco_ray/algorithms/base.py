@@ -16,15 +16,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..problems.base import Problem
-from ..random import Key, sample_clients
-from ..strict import no_bool_numbers
-from ..tree import Params
+from ..ops.random import Key, sample_clients
+from ..runtime.strict import no_bool_numbers
+from ..ops.tree import Params
 
 State = dict[str, Any]
 
 
 #: What a problem offers the algorithms (`Problem.kinds`) and what an algorithm needs
-#: (`Algorithm.supports`): a pair fits when they share a kind (checked by `fco_ray.checks`).
+#: (`Algorithm.supports`): a pair fits when they share a kind (checked by `fco_ray.core.checks`).
 PROBLEM_KINDS = {
     "minimize": "min F(w) + psi(w) with stochastic client gradients",
     "saddle": "min_x max_y f(x, y) + psi1(x) - psi2(y), through the operator (grad_x f, -grad_y f)",
@@ -61,7 +61,7 @@ class Algorithm(abc.ABC):
     #: round-level work only on the server (no clients are called): e.g. centralized
     uses_clients: ClassVar[bool] = True
     #: whether configurations differing in real-valued hyperparameters can run as one
-    #: stacked computation (fco_ray.group.Stacked): the update rules take a hyperparameter
+    #: stacked computation (fco_ray.core.group.Stacked): the update rules take a hyperparameter
     #: per stacked row and a per-row broadcast (`tree.PerRow`)
     fusable: ClassVar[bool] = False
     #: a stacked group's client work is served by `group_client_update` (the whole group at
@@ -76,7 +76,7 @@ class Algorithm(abc.ABC):
 
     def select_clients(self, seed: int, rnd: int, num_clients: int) -> np.ndarray:
         """The round's clients: uniform without replacement, keyed by (seed, round)."""
-        per_round = self.hp.clients_per_round  # checked against the problem: fco_ray.checks
+        per_round = self.hp.clients_per_round  # checked against the problem: fco_ray.core.checks
         if per_round is None:
             return np.arange(num_clients)
         return sample_clients(seed, rnd, num_clients, per_round)
@@ -122,7 +122,7 @@ class Algorithm(abc.ABC):
     #: `init_client_state` at a client's first round of a run, and passes it to
     #: `client_update(problem, payload, rows, key, client_state)`, which returns
     #: `(messages, new_client_state)`; `client_state` is a list, one entry per row. The
-    #: server state alone then does not determine the run: no checkpoints (fco_ray.checkpoint).
+    #: server state alone then does not determine the run: no checkpoints (fco_ray.core.checkpoint).
     client_state: ClassVar[bool] = False
 
     def group_client_update(self, problem: Problem, payload: dict, rows: np.ndarray, key: Key) -> dict:

@@ -13,8 +13,8 @@ import numpy as np
 from pydantic import Field
 
 from ..problems.base import Problem
-from ..random import Key
-from ..tree import axpy, copy, stack, sub
+from ..ops.random import Key
+from ..ops.tree import axpy, copy, stack, sub
 from .base import Algorithm, FederatedHyper
 
 

@@ -17,11 +17,11 @@ DANE with `weighting: uniform`) sum the w_k - w^t with coefficient n_k (1/n_k) =
 `norm` = sum_k n_k (1/n_k) = K beside them: the server divides the two means.
 
 Local work goes through the problem's "nodes" interface (`fco_ray.problems.nodes.Nodes`;
-how a pass runs is one `LocalPasses` / `SDCAPasses` value): compiled per-node passes (`fco_ray.kernels_sparse`) that add every node's weighted result
+how a pass runs is one `LocalPasses` / `SDCAPasses` value): compiled per-node passes (`fco_ray.ops.kernels_sparse`) that add every node's weighted result
 into one (d,) vector per shard (messages are `presummed`). Permutations and draws are keyed
 by (seed, round, pass, node, position): results do not depend on sharding.
 
-Fused step-size groups (`fco_ray.group`). GD, FSVRG, naive FSVRG and DANE are `fusable`: G
+Fused step-size groups (`fco_ray.core.group`). GD, FSVRG, naive FSVRG and DANE are `fusable`: G
 configurations that differ only in real-valued hyperparameters (`client_lr`; DANE's `eta`,
 `mu`) visit the same nodes, permutations and draws, so `group_client_update` runs the
 whole group in ONE pass over each node's data (`kernels_sparse.*_group`: each nonzero read
@@ -41,8 +41,8 @@ import numpy as np
 from pydantic import Field
 
 from ..problems.nodes import LocalPasses, Nodes, SDCAPasses
-from ..random import Key
-from ..tree import copy, per_row
+from ..ops.random import Key
+from ..ops.tree import copy, per_row
 from .base import Algorithm, Hyper
 
 

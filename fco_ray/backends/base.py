@@ -5,12 +5,12 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..random import Key
+from ..ops.random import Key
 
 
 @runtime_checkable
 class Backend(Protocol):
-    """Runs the client work of a group (`fco_ray.group.Group`) for a round's clients.
+    """Runs the client work of a group (`fco_ray.core.group.Group`) for a round's clients.
 
     `map_clients` returns the weighted sum over `client_ids` of the group's messages (each
     of shape (G, ...) for a stacked group) and the sum of the weights; shards pre-sum, so the

@@ -6,9 +6,8 @@ import math
 
 import numpy as np
 
-from ..heap import keep_freed_memory
-from ..group import Group
-from ..random import Key
+from ..runtime.heap import keep_freed_memory
+from ..ops.random import Key
 
 #: Minibatch bytes that one block of stacked clients gathers per local step. A block whose
 #: step data fits in the L2/L3 caches keeps the gathered batch in cache between the gather
@@ -20,10 +19,10 @@ BLOCK_BYTES = 3 << 20
 MIN_BLOCK = 8  # below this the per-block Python overhead outweighs the cache gain
 
 
-def block_size(algorithm: Group, problem) -> int:
+def block_size(algorithm, problem) -> int:
     """Clients per block: BLOCK_BYTES / (batch_size x bytes of one sample), at least MIN_BLOCK.
     A `presummed` algorithm streams its clients itself: one block. A group of G members
-    (`fco_ray.group`) reads each client's minibatch once for its G rows and keeps G models
+    (`fco_ray.core.group`) reads each client's minibatch once for its G rows and keeps G models
     per client: they count too."""
     train = problem.train
     if algorithm.presummed:
@@ -59,7 +58,7 @@ class ClientStates:
         self.by_row.update(zip((int(r) for r in rows), states))
 
 
-def weighted_sum(algorithm: Group, problem, payload, rows, key: Key,
+def weighted_sum(algorithm, problem, payload, rows, key: Key,
                  states: ClientStates | None = None) -> tuple[dict, float]:
     """Sum over the clients `rows` of weight * message (the shard-level pre-aggregation),
     computed block by block (see BLOCK_BYTES). Client randomness is keyed by client id,
@@ -112,7 +111,7 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, problem, chunk_size: int = 1024):
-        keep_freed_memory()  # client steps run in this process (fco_ray/heap.py)
+        keep_freed_memory()  # client steps run in this process (fco_ray/runtime/heap.py)
         self.problem = problem
         self.chunk_size = chunk_size
         self.states = ClientStates()  # client state of the current run

@@ -28,9 +28,9 @@ import numpy as np
 from pydantic import Field
 from scipy.special import log_softmax, softmax
 
-from .. import regularizers as R
+from ..ops import regularizers as R
 from ..data.partition import digits_clients
-from ..tree import Params
+from ..ops.tree import Params
 from .registry import ProblemParams, register_problem
 from .base import ClientData
 from .saddle import ZERO_TOL, SaddleProblem

@@ -17,10 +17,10 @@ import math
 
 import numpy as np
 
-from .. import kernels
-from .. import regularizers as R
-from ..random import BATCH
-from ..tree import Params
+from ..ops import kernels
+from ..ops import regularizers as R
+from ..ops.random import BATCH
+from ..ops.tree import Params
 from .base import ClientData, Problem
 
 NONZERO = 1e-4  # |w_i| above this counts as in the support (the FCO paper's E1 rule)

@@ -37,9 +37,9 @@ import numpy as np
 from pydantic import Field, model_validator
 from scipy.special import expit
 
-from .. import regularizers as R
+from ..ops import regularizers as R
 from ..data.partition import dirichlet_label_split
-from ..tree import Params
+from ..ops.tree import Params
 from .registry import ProblemParams, register_problem
 from .base import ClientData, Problem
 from .linear import NONZERO  # |w| above this counts as a nonzero weight (density)

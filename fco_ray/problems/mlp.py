@@ -18,8 +18,8 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from .. import regularizers as R
-from ..tree import Params
+from ..ops import regularizers as R
+from ..ops.tree import Params
 from .registry import register_problem
 from .logistic import Classifier, _bias, _ImageParams, image_data, softmax_cross_entropy
 

@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..random import Key
+from ..ops.random import Key
 
 
 @dataclass(frozen=True)

@@ -40,9 +40,9 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from .. import regularizers as R
-from ..random import Key
-from ..tree import Params
+from ..ops import regularizers as R
+from ..ops.random import Key
+from ..ops.tree import Params
 from .registry import ProblemParams, register_problem
 from .base import ClientData, Problem
 

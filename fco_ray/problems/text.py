@@ -35,11 +35,11 @@ import scipy.sparse as sp
 from pydantic import Field, model_validator
 from scipy.special import expit
 
-from .. import kernels_sparse as K
-from .. import regularizers as R
+from ..ops import kernels_sparse as K
+from ..ops import regularizers as R
 from ..data.stores import SparseNodes, as_pm1, ranges  # noqa: F401  (as_pm1, ranges: old imports)
-from ..random import BATCH, PERMUTATION, Key
-from ..tree import Params
+from ..ops.random import BATCH, PERMUTATION, Key
+from ..ops.tree import Params
 from .registry import ProblemParams, register_problem
 from .base import Problem
 from .nodes import LocalPasses, SDCAPasses
@@ -142,7 +142,7 @@ class SparseTextLogReg(Problem):
 
     Besides the `Problem` interface it offers the finite-sum "nodes" interface that the SVRG
     family uses (`fco_ray.problems.nodes.Nodes`), with compiled per-node passes
-    (`fco_ray.kernels_sparse`).
+    (`fco_ray.ops.kernels_sparse`).
     """
 
 

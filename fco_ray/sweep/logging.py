@@ -18,8 +18,8 @@ from typing import Callable
 
 from ray import tune
 
-from ..progress import progress_text
-from ..checkpoint import FILE as STATE_FILE
+from ..runtime.progress import progress_text
+from ..core.checkpoint import FILE as STATE_FILE
 from ..tracking import Store, SweepLog, TrackingUnavailable, run_label
 from .schema import FIXED_POINT_KEYS, Sweep
 from .trainable import member_key
@@ -107,7 +107,7 @@ class MLflowLogger(tune.Callback):
             return
         with checkpoint.as_directory() as folder:
             if (Path(folder) / STATE_FILE).is_file():
-                return  # a state checkpoint for reruns (fco_ray.checkpoint), no artifacts
+                return  # a state checkpoint for reruns (fco_ray.core.checkpoint), no artifacts
             for j, key in enumerate(state["keys"]):
                 where = Path(folder) / str(j)
                 if key in state["open"] and where.is_dir():

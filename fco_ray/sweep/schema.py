@@ -27,10 +27,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..algorithms import ALGORITHMS
-from ..config import RunConfig, apply_overrides, load_yaml, parse_run, validate_model
-from ..errors import ConfigError, short_repr
-from ..plan import build, check_problem, groups as config_groups
-from ..strict import no_bool_numbers
+from ..core.config import RunConfig, apply_overrides, load_yaml, parse_run, validate_model
+from ..runtime.errors import ConfigError, short_repr
+from ..core.plan import build, check_problem, groups as config_groups
+from ..runtime.strict import no_bool_numbers
 from ..tracking import default_uri
 
 FIXED_POINT_KEYS = ("algorithm.name", "seed")  # set by `algorithms` and `seeds`, not `search`
@@ -121,7 +121,7 @@ class TuneSettings(_Strict):
                                          "checkpoints (a multiple of eval_every); 0 = none; "
                                          "default: about a tenth of the rounds")
     fuse: bool = Field(True, description="run configurations that differ only in real-valued "
-                       "hyperparameters of one algorithm as one fused Tune trial (fco_ray.group)")
+                       "hyperparameters of one algorithm as one fused Tune trial (fco_ray.core.group)")
     fuse_max: int = Field(64, ge=1, description="configurations per fused trial at most")
 
 
@@ -271,7 +271,7 @@ class Sweep:
                 yield {**point, **draws[s, point["algorithm.name"]]}
 
     def groups(self) -> list[list[dict]]:
-        """The Tune trials as groups of points: the configurations that `fco_ray.plan.groups`
+        """The Tune trials as groups of points: the configurations that `fco_ray.core.plan.groups`
         puts together (one fusable algorithm, differing only in real-valued hyperparameters and,
         where the problem allows it, `problem.lam`), at most `tune.fuse_max` each; every other
         point is a group of its own."""

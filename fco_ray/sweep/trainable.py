@@ -1,7 +1,7 @@
 """The Tune side of one trial: its resources, its name, and the trainable that runs it.
 
 A trial's configurations are validated once (`Sweep.run_config`) and prepared once
-(`fco_ray.plan.prepare`: its problem built and checked) in the trial. The trainable reports every evaluated round with
+(`fco_ray.core.plan.prepare`: its problem built and checked) in the trial. The trainable reports every evaluated round with
 `tune.report({...metrics, "round": r, "timesteps_total": r, "status": s})`; a diverged
 trial ends with a last report whose metric is the worst value, so it ranks last.
 A finished trial's last report carries a Tune checkpoint holding its artifacts
@@ -9,7 +9,7 @@ A finished trial's last report carries a Tune checkpoint holding its artifacts
 the driver's MLflow logger attaches to the trial's run.
 
 Checkpoints: every `Sweep.checkpoint_every` rounds a report also carries the run's state
-(`tune.Checkpoint` of a directory with fco_ray.checkpoint's `state.npz`, a fused group's
+(`tune.Checkpoint` of a directory with fco_ray.core.checkpoint's `state.npz`, a fused group's
 stacked state included); a trial that Tune reruns after its process failed (killed, node
 lost) gets it back from `tune.get_checkpoint` and continues from that round with the
 numbers an uninterrupted run computes, after reporting again the results up to there
@@ -29,10 +29,10 @@ from ray import tune
 
 from ..algorithms import ALGORITHMS
 from ..artifacts import trial_artifacts
-from ..checkpoint import FILE as SNAPSHOT_FILE, Snapshot, load_snapshot, save_snapshot
-from ..plan import prepare
+from ..core.checkpoint import FILE as SNAPSHOT_FILE, Snapshot, load_snapshot, save_snapshot
+from ..core.plan import prepare
 from ..backends.ray_backend import STRATEGIES
-from ..config import BackendConfig
+from ..core.config import BackendConfig
 from .schema import FIXED_POINT_KEYS, Sweep
 
 
@@ -64,7 +64,7 @@ def member_key(trial_id: str, index: int) -> str:
 
 
 def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
-    """The Tune trainable: a group of configurations (one or more; `fco_ray.plan.prepare`),
+    """The Tune trainable: a group of configurations (one or more; `fco_ray.core.plan.prepare`),
     reporting every evaluated round.
 
     Each report holds the rows of the group's configurations (`members`, JSON by index: Tune's

@@ -4,9 +4,9 @@ A regularizer has at most one penalty part (``l1`` or ``nuclear``, weight ``lam`
 most one constraint part (a ball {||u|| <= radius} in the ``l1``, ``l2``, ``linf`` or
 ``spectral`` norm). Only combinations with an exact prox exist as classes; ``add``
 builds them. All methods act on the trailing ``event_ndim`` axes of ``x`` and broadcast
-over the leading (client) axes; they return new arrays (see ``fco_ray.prox``).
+over the leading (client) axes; they return new arrays (see ``fco_ray.ops.prox``).
 
-A fused run (``fco_ray.group``) stacks configurations with different weights ``lam`` on
+A fused run (``fco_ray.core.group``) stacks configurations with different weights ``lam`` on
 one leading axis: ``with_lam`` gives the regularizer one weight per row of such a stack.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import ClassVar, Mapping
 
 import numpy as np
 
-from fco_ray import prox as P
-from fco_ray.tree import per_row
+from . import prox as P
+from fco_ray.ops.tree import per_row
 
 FEASIBILITY_TOL = 1e-9  # ||x|| <= radius + FEASIBILITY_TOL * (1 + radius) counts as feasible
 

@@ -1,6 +1,6 @@
 """The member axis: G configurations of one algorithm run as one unit, a *group*.
 
-The round loop (`fco_ray.engine.run_rounds`) always runs a group; a single run is a group of
+The round loop (`fco_ray.core.engine.run_rounds`) always runs a group; a single run is a group of
 one. The group is the one place that knows how its members are laid out:
 
 - `Single` (G = 1): the algorithm's own state, unstacked; every call goes straight through.
@@ -32,10 +32,10 @@ import dataclasses
 
 import numpy as np
 
-from .algorithms.base import Algorithm
-from .problems.base import Problem
-from .random import Key
-from .tree import PerRow, all_finite, size
+from ..algorithms.base import Algorithm
+from ..problems.base import Problem
+from ..ops.random import Key
+from ..ops.tree import PerRow, all_finite, size
 
 
 def _real(field) -> bool:

@@ -3,7 +3,7 @@
 Every random draw of a client is a pure function of its key, so a result does not depend
 on how clients are sharded over processes, on the number of Ray actors, or on the order in
 which trials run. The generator is the SplitMix64 finalizer applied to a hash of the key
-and an element counter; the per-client, per-element loop is compiled (`fco_ray.kernels`).
+and an element counter; the per-client, per-element loop is compiled (`fco_ray.ops.kernels`).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class Key:
     step: int = 0
     stream: int = BATCH
     #: the stacked rows come in runs of `members` rows of one client (a stacked group's
-    #: members, `fco_ray.group.Stacked`: row c * G + g is member g on client c); rows of one
+    #: members, `fco_ray.core.group.Stacked`: row c * G + g is member g on client c); rows of one
     #: client draw the same numbers, so they are drawn once per client
     members: int = 1
 

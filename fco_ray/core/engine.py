@@ -1,6 +1,6 @@
 """The one round loop: sample, broadcast, client work, aggregate, server update, evaluate.
 
-Its unit is a group of G configurations of one algorithm (`fco_ray.group`); a single run is a
+Its unit is a group of G configurations of one algorithm (`fco_ray.core.group`); a single run is a
 group of one through the same code. Per-member status (finished / diverged, each at its own
 round), the divergence rule and checkpoints live here, once.
 """
@@ -11,12 +11,12 @@ from typing import Callable
 
 import numpy as np
 
-from .backends.base import Backend
+from ..backends.base import Backend
 from .checkpoint import Snapshot
 from .group import Group
-from .problems.base import Problem
-from .random import Key, generator
-from .tree import size
+from ..problems.base import Problem
+from ..ops.random import Key, generator
+from ..ops.tree import size
 
 INIT_TAG = 0x1417
 NUMERICAL_FAILURES = (np.linalg.LinAlgError, FloatingPointError, OverflowError)
@@ -84,7 +84,7 @@ def run_rounds(problem: Problem, group: Group, backend: Backend, *, rounds: int,
     and the others go on. `on_round(round, rows, diverged)` is called at every evaluated round
     with the rows by member index and the members that ended diverged since the last call.
 
-    Checkpoints (fco_ray.checkpoint): every `checkpoint_every` rounds `on_checkpoint` gets the
+    Checkpoints (fco_ray.core.checkpoint): every `checkpoint_every` rounds `on_checkpoint` gets the
     state of the members still running (`Snapshot.active`) and every member's bound, just
     before that round's `on_round`; a run given `start` continues after `start.round` (its rows
     up to there are not recomputed) with the same numbers as an uninterrupted run.

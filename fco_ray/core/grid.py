@@ -3,7 +3,7 @@
 Configurations that share the problem, the seed, the backend and every setting except
 real-valued hyperparameters of a fusable algorithm (`Algorithm.fusable`) and, where the
 problem allows it, the regularizer weight `problem.lam` (`plan.group_key`) run as one fused
-group (`fco_ray.group`): one pass over the sampled rows serves the whole group. Others run
+group (`fco_ray.core.group`): one pass over the sampled rows serves the whole group. Others run
 alone. Every configuration's rows equal its own `fco_ray.run`.
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .cluster import reuse
+from ..backends.cluster import reuse
 from .config import RunConfig, apply_overrides, load_yaml, parse_run
-from .errors import ConfigError
+from ..runtime.errors import ConfigError
 from .plan import MAX_GROUP, prepare
 
 
@@ -53,7 +53,7 @@ def run_grid(config, grid: dict[str, list], *, fuse: bool = True,
     results = {}
     ray_configs = [c for c in configs if c.backend.name == "ray"]
     # ray backend: one cluster for the whole grid, and groups on the same problem take over
-    # the previous group's actors (fco_ray.cluster.reuse)
+    # the previous group's actors (fco_ray.backends.cluster.reuse)
     with reuse(ray_configs[0].backend.address) if ray_configs else contextlib.nullcontext():
         for prepared in prepare(configs, fuse=fuse, max_group=max_group):
             for cfg, result in zip(prepared.configs, prepared.run()):
