@@ -7,23 +7,25 @@ from typing import Callable
 
 import pandas as pd
 
-from .core.config import RunConfig, load_yaml, parse_run
+from .core.config import RunConfig, parse_run
+from .runtime.files import load_yaml
 from .core.plan import prepare_one, rows_callback
+from .runtime.progress import Progress
 from .problems.base import Problem
 
 
-def resolve(config) -> RunConfig:
-    """A RunConfig from a RunConfig, a dict, or a path to a YAML file."""
+def resolve(config, problem: Problem | None = None) -> RunConfig:
+    """A RunConfig from a RunConfig, a dict, or a path to a YAML file (with a custom
+    `problem` instance, the file's problem section is replaced by `{name: custom}`)."""
     if isinstance(config, RunConfig):
         return config
-    if isinstance(config, (str, Path)):
-        config = load_yaml(config)
-    return parse_run(config)
+    raw = load_yaml(config) if isinstance(config, (str, Path)) else config
+    return parse_run({**raw, "problem": {"name": "custom"}} if problem is not None else raw)
 
 
 def run(config, *, problem: Problem | None = None,
         on_eval: Callable[[dict], None] | None = None, return_model: bool = False,
-        tracking: bool | str = False, **checkpoints):
+        tracking: bool | str = False, progress: bool = False, **checkpoints):
     """Run one configuration and return one row per evaluated round.
 
     `config`: a dict, a YAML path or a RunConfig (schema: README "Configuration").
@@ -38,23 +40,21 @@ def run(config, *, problem: Problem | None = None,
     `tracking`: log the run to MLflow exactly as `fco-ray run` does (True: the config's
     `tracking` section, default the SQLite store `mlflow.db` in the working directory; a
     string: that tracking URI); the run's id is in `df.attrs["mlflow_run_id"]`.
+    `progress`: a progress line on stderr (round, rounds/s, ETA, train_loss) as rows come.
     `checkpoints`: `start`, `checkpoint_every`, `on_checkpoint` of `engine.run_rounds`.
 
     The model is not put in `df.attrs`: pandas deep-copies attrs on every selection, and
     `pd.concat` of frames whose attrs hold arrays raises.
     """
-    if isinstance(config, (str, Path)):
-        config = load_yaml(config)
-    if problem is not None and isinstance(config, dict):
-        config = {**config, "problem": {"name": "custom"}}
-    cfg = resolve(config)
+    cfg = resolve(config, problem)
     prepared = prepare_one(cfg, problem)  # the data is read and checked before MLflow is touched
     log = None
     if tracking:
         from .tracking import RunLog
 
         log = RunLog(cfg, tracking if isinstance(tracking, str) else None)
-    rows = [f for f in (log.add if log else None, on_eval) if f is not None]
+    shown = Progress(cfg.rounds, ["train_loss"]) if progress else None
+    rows = [f for f in (log.add if log else None, shown, on_eval) if f is not None]
     try:
         (result,) = prepared.run(rows_callback(lambda row: [f(row) for f in rows]) if rows else None,
                                  **checkpoints)
@@ -62,6 +62,9 @@ def run(config, *, problem: Problem | None = None,
         if log is not None:
             log.fail()
         raise
+    finally:
+        if shown is not None:
+            shown.close()
     model = prepared.model(0, result)
     df = pd.DataFrame.from_records(result.records)
     df.attrs["status"] = result.status

@@ -62,27 +62,16 @@ def cmd_run(args) -> int:
                           f"run it with: fco-ray sweep {args.file}")
     try:
         raw = apply_overrides(raw, args.set)
-        from .core.config import parse_run  # the registries (numba, scipy): now that the file is read
+        from .api import run  # the registries (numba, scipy): now that the file is read
 
-        cfg = parse_run(raw)
+        df = run(raw, progress=not args.quiet, tracking=not args.no_mlflow)
     except ConfigError as e:
         raise ConfigError(f"{args.file}: {e}") from None
-    from .api import run
-    from .runtime.progress import Progress
-
-    progress = None if args.quiet else Progress(cfg.rounds, ["train_loss"])
-    try:
-        df = run(cfg, on_eval=progress, tracking=not args.no_mlflow)
-    except ConfigError as e:
-        raise ConfigError(f"{args.file}: {e}") from None
-    finally:
-        if progress is not None:
-            progress.close()
     print(_table(df))
     print(f"status: {df.attrs['status']}")
     if "mlflow_run_id" in df.attrs:
         print(f"MLflow run {df.attrs['mlflow_run_id']} in {df.attrs['mlflow_uri']} "
-              f"(experiment {cfg.tracking.experiment!r})")
+              f"(experiment {df.attrs['config']['tracking']['experiment']!r})")
         _next_steps(df.attrs["mlflow_uri"], df.attrs["mlflow_url"])
     return EXIT_OK
 

@@ -71,7 +71,7 @@ def check_store(uri: str, timeout: float = 10.0) -> None:
     MLflow's business). `sqlite:///PATH`: PATH must open as an SQLite database (its
     directory is created, as MLflow would). Other stores are left to MLflow.
     """
-    from .core.config import check_tracking_uri
+    from .runtime.files import check_tracking_uri
 
     try:
         check_tracking_uri(uri)  # a bare word would become a file store directory

@@ -21,7 +21,8 @@ from mlflow import MlflowClient
 
 import fco_ray
 from fco_ray.cli import main
-from fco_ray.core.config import ConfigError, _ConfigLoader
+from fco_ray.runtime.errors import ConfigError
+from fco_ray.runtime.files import _ConfigLoader
 from fco_ray.data.text_generator import generate_text_nodes
 from fco_ray.problems.text import SparseTextLogReg, data_fingerprint
 

@@ -11,7 +11,8 @@ import pytest
 
 import fco_ray
 from fco_ray.algorithms import ALGORITHMS
-from fco_ray.core.config import ConfigError, parse_run
+from fco_ray.core.config import parse_run
+from fco_ray.runtime.errors import ConfigError
 from fco_ray.problems import PROBLEMS
 
 #: small instances of every registered problem (the paper defaults are too large here)

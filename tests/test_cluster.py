@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fco_ray.backends.cluster import requested_address
-from fco_ray.core.config import ConfigError
+from fco_ray.runtime.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = Path(sys.executable).parent / "ray"

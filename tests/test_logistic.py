@@ -10,7 +10,8 @@ import fco_ray
 from fco_ray.ops import regularizers as R
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends.local import LocalBackend
-from fco_ray.core.config import ConfigError, parse_problem, parse_run
+from fco_ray.core.config import parse_problem, parse_run
+from fco_ray.runtime.errors import ConfigError
 from .helpers import run_one
 from fco_ray.problems import build_problem
 from fco_ray.problems.base import Problem

@@ -5,7 +5,7 @@ import itertools
 from pathlib import Path
 
 import fco_ray
-from fco_ray.core.config import load_yaml
+from fco_ray.runtime.files import load_yaml
 
 QUICKSTART = Path(__file__).parent.parent / "sweeps" / "quickstart.yaml"
 

@@ -229,11 +229,6 @@ def test_matrix_regularizers_need_event_ndim_2(reg):
             method()
 
 
-def test_prox_rejects_negative_t():
-    with pytest.raises(ValueError, match="t must be a finite number >= 0"):
-        R.L1(1.0).prox(np.ones(3), -0.1)
-
-
 # ---------------------------------------------------------------- make
 
 

@@ -8,7 +8,8 @@ from scipy.optimize import linprog
 
 import fco_ray
 from fco_ray.algorithms import ALGORITHMS
-from fco_ray.core.config import ConfigError, parse_problem, parse_run
+from fco_ray.core.config import parse_problem, parse_run
+from fco_ray.runtime.errors import ConfigError
 from fco_ray.backends.local import LocalBackend
 from fco_ray.core.engine import INIT_TAG
 

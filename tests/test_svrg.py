@@ -20,7 +20,8 @@ from fco_ray.data.text_generator import generate_text_nodes, reshuffle_nodes
 from .helpers import run_one
 from fco_ray.problems import build_problem
 from fco_ray.core.config import parse_problem
-from fco_ray.problems.text import SparseNodes, SparseTextLogReg
+from fco_ray.data.stores import SparseNodes
+from fco_ray.problems.text import SparseTextLogReg
 from fco_ray.ops.random import BATCH, PERMUTATION, Key
 
 from .helpers import small_lasso

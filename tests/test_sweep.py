@@ -8,7 +8,7 @@ import yaml
 
 import fco_ray
 from fco_ray.cli import main
-from fco_ray.core.config import ConfigError
+from fco_ray.runtime.errors import ConfigError
 from fco_ray.tracking import Store, children, find_parent, trials_frame
 from fco_ray.sweep import load_sweep, run_sweep
 from fco_ray.sweep.run import tune_config

@@ -237,13 +237,7 @@ class RayBackend:
                  placement: str = "spread", chunk_size: int = 1024,
                  placement_timeout_s: float = 120.0, max_restarts: int = MAX_RESTARTS,
                  address: str | None = None):
-        if placement not in STRATEGIES:
-            raise ValueError(f"backend.placement must be one of {sorted(STRATEGIES)}, got {placement!r}")
-        for key, value, low in (("actors", actors, 1), ("chunk_size", chunk_size, 1)):
-            if value < low:
-                raise ValueError(f"backend.{key} must be >= {low}, got {value!r}")
-        if not cpus_per_actor > 0:
-            raise ValueError(f"backend.cpus_per_actor must be > 0, got {cpus_per_actor!r}")
+        # the settings were validated with the config (RayBackendConfig), at the edge
         # exactly the cluster named by `address` / $RAY_ADDRESS, else a new private local
         # one (never whichever cluster happens to run here): fco_ray/backends/cluster.py
         self._connection = cluster.connect(address)

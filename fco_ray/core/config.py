@@ -12,9 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationErr
 from ..algorithms import ALGORITHMS, Hyper
 from .checks import check_fits
 from ..runtime.errors import ConfigError, short_repr
-# re-exported; in their own light module so that the CLI reads files and reports their
-# errors before importing the algorithm and problem registries (numba, scipy)
-from ..runtime.files import _ConfigLoader, apply_overrides, check_tracking_uri, load_yaml, parse_yaml  # noqa: F401
+from ..runtime.files import check_tracking_uri
 from ..problems import PROBLEMS, ProblemParams
 from ..runtime.strict import no_bool_numbers
 

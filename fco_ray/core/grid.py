@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..backends.cluster import reuse
-from .config import RunConfig, apply_overrides, load_yaml, parse_run
+from .config import RunConfig, parse_run
+from ..runtime.files import apply_overrides, load_yaml
 from ..runtime.errors import ConfigError
 from .plan import MAX_GROUP, prepare
 

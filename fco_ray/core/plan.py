@@ -9,6 +9,7 @@ against a custom problem's kinds). Configurations are parsed before they get her
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -79,13 +80,10 @@ class Prepared:
         """Run the group on its backend: one RunResult per configuration (`engine.run_rounds`;
         `checkpoints`: `start`, `checkpoint_every`, `on_checkpoint`)."""
         cfg = self.first
-        backend = make_backend(cfg.backend.model_dump(), self.problem)
-        try:
+        with closing(make_backend(cfg.backend.model_dump(), self.problem)) as backend:
             return run_rounds(self.problem, self.group(), backend, rounds=cfg.rounds,
                               eval_every=cfg.eval_every, seed=cfg.seed, divergence=cfg.divergence,
                               on_round=on_round, **checkpoints)
-        finally:
-            backend.close()
 
     def model(self, index: int, result: RunResult) -> dict | None:
         """Configuration `index`'s final output model as plain arrays (None if it diverged)."""

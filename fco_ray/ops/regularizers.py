@@ -142,15 +142,14 @@ class Regularizer:
     def prox(self, x, t, event_ndim: int = 1) -> np.ndarray:
         """argmin_u t psi(u) + 1/2 ||u - x||^2 over the event axes (t >= 0). `t` is a number,
         or one number per row of a stack x (shape (R,), R = x.shape[0]; fused runs), as `lam`
-        may be (`with_lam`)."""
+        may be (`with_lam`). t >= 0 finite is the caller's to keep (the algorithms form it from
+        validated rates): it is not checked here, on every local step."""
         x, _ = self._check(x, event_ndim)
         rows = np.ndim(t) == 1
         if rows and (x.ndim != event_ndim + 1 or len(t) != x.shape[0]):
             raise ValueError(f"{type(self).__name__}.prox: one t per row needs {x.shape[:1]} "
                              f"values for one leading axis, got t of shape {np.shape(t)} for x "
                              f"of shape {x.shape}")
-        if not (np.all(np.isfinite(t)) and np.all(np.asarray(t) >= 0) and np.ndim(t) <= 1):
-            raise ValueError(f"{type(self).__name__}.prox: t must be a finite number >= 0, got {t!r}")
         if self.penalty is None:
             return self.project(x, event_ndim)
         radius = getattr(self, "radius", None)

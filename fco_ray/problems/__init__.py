@@ -6,7 +6,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from .base import ClientData, Problem
+from ..data.stores import ClientData
+from .base import Problem
 from .linear import make_lasso, make_lowrank
 from .registry import PROBLEMS, ProblemParams, ProblemSpec, build_problem, register_problem
 

@@ -32,7 +32,7 @@ from ..ops import regularizers as R
 from ..data.partition import digits_clients
 from ..ops.tree import Params
 from .registry import ProblemParams, register_problem
-from .base import ClientData
+from ..data.stores import ClientData
 from .saddle import ZERO_TOL, SaddleProblem
 
 CLASSES = 10

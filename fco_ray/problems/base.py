@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..data.stores import ClientData, ClientStore  # ClientData re-exported here for old imports
+from ..data.stores import ClientData, ClientStore
 from ..ops.random import Key
 from ..ops.regularizers import Blockwise
 from ..ops.tree import Params

@@ -21,7 +21,8 @@ from ..ops import kernels
 from ..ops import regularizers as R
 from ..ops.random import BATCH
 from ..ops.tree import Params
-from .base import ClientData, Problem
+from ..data.stores import ClientData
+from .base import Problem
 
 NONZERO = 1e-4  # |w_i| above this counts as in the support (the FCO paper's E1 rule)
 RANK_TOL = 1e-4  # singular values above this count towards the rank (E2)

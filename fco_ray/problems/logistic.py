@@ -41,7 +41,8 @@ from ..ops import regularizers as R
 from ..data.partition import dirichlet_label_split
 from ..ops.tree import Params
 from .registry import ProblemParams, register_problem
-from .base import ClientData, Problem
+from ..data.stores import ClientData
+from .base import Problem
 from .linear import NONZERO  # |w| above this counts as a nonzero weight (density)
 
 POOL_CHUNK = 4096  # rows per chunk of the full-data passes (bounds activation memory)

@@ -44,7 +44,8 @@ from ..ops import regularizers as R
 from ..ops.random import Key
 from ..ops.tree import Params
 from .registry import ProblemParams, register_problem
-from .base import ClientData, Problem
+from ..data.stores import ClientData
+from .base import Problem
 
 ZERO_TOL = 1e-5  # |v| below this counts as zero for `density` and singular values for `rank` (E5)
 

@@ -37,7 +37,7 @@ from scipy.special import expit
 
 from ..ops import kernels_sparse as K
 from ..ops import regularizers as R
-from ..data.stores import SparseNodes, as_pm1, ranges  # noqa: F401  (as_pm1, ranges: old imports)
+from ..data.stores import SparseNodes
 from ..ops.random import BATCH, PERMUTATION, Key
 from ..ops.tree import Params
 from .registry import ProblemParams, register_problem

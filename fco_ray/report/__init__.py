@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..core.config import ConfigError
+from ..runtime.errors import ConfigError
 from .dashboard import Curve, Dashboard, Heatmap, available, find_dashboard, load_dashboard
 from .data import SweepData, grid_cells, load_sweep
 from .figures import colors, curve_figure, grid_figure, heatmap_figure, save

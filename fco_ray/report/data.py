@@ -21,7 +21,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 
-from ..core.config import ConfigError
+from ..runtime.errors import ConfigError
 from ..tracking import (ALGORITHM, PARENT, ROLE, SWEEP, Store, best_per_algorithm, filter_tags,
                         trials_frame)
 

@@ -27,7 +27,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..algorithms import ALGORITHMS
-from ..core.config import RunConfig, apply_overrides, load_yaml, parse_run, validate_model
+from ..core.config import RunConfig, parse_run, validate_model
+from ..runtime.files import apply_overrides, load_yaml
 from ..runtime.errors import ConfigError, short_repr
 from ..core.plan import build, check_problem, groups as config_groups
 from ..runtime.strict import no_bool_numbers
