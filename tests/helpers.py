@@ -81,3 +81,18 @@ def run_group(configs, on_round=None, **checkpoints):
     (prepared,) = prepare(configs, max_group=len(configs))
     results = prepared.run(on_round, **checkpoints)
     return [(r, prepared.model(j, r)) for j, r in enumerate(results)]
+
+
+class InfeasibleError(AssertionError):
+    """A model lies outside its constraint set."""
+
+
+def check_feasible(psi: R.Blockwise, params: Params, where: str = "") -> None:
+    """Raise InfeasibleError unless every constrained block of `params` (batched or not)
+    satisfies its constraint, i.e. psi(params) < inf (up to `fco_ray.ops.regularizers.FEASIBILITY_TOL`)."""
+    for name, reg in psi.regs.items():
+        if reg.is_constraint:
+            value = np.asarray(reg.value(params[name], len(psi.shapes[name])))
+            if not np.all(np.isfinite(value)):
+                raise InfeasibleError(f"{where}: block {name!r} violates {reg!r} "
+                                      f"(for {int(np.sum(~np.isfinite(value)))} of {value.size} models)")

@@ -12,10 +12,9 @@ from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends.local import LocalBackend
 from fco_ray.core.config import parse_problem, parse_run
 from fco_ray.runtime.errors import ConfigError
-from .helpers import run_one
+from .helpers import InfeasibleError, check_feasible, run_one
 from fco_ray.problems import build_problem
 from fco_ray.problems.base import Problem
-from fco_ray.problems.logistic import InfeasibleError, check_feasible
 from fco_ray.algorithms.solvers import solve_centralized
 
 

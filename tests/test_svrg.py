@@ -15,7 +15,7 @@ from fco_ray import ConfigError
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
 from fco_ray.backends.local import ClientStates, add_sums, weighted_sum
-from fco_ray.ops.kernels_sparse import sdca_steps
+from fco_ray.ops.kernels_sparse import sdca_step
 from fco_ray.data.text_generator import generate_text_nodes, reshuffle_nodes
 from .helpers import run_one
 from fco_ray.problems import build_problem
@@ -206,7 +206,7 @@ def test_sdca_step_solves_the_one_dimensional_dual_problem():
     b = np.concatenate([[0.0, 1.0, 0.5, 0.0], rng.uniform(0, 1, 40)])
     yz = np.concatenate([[3.0, -2.0, 0.0, -4.726], rng.normal(0, 4, 40)])
     q = np.concatenate([[5.0, 1e4, 0.1, 20.0], 10 ** rng.uniform(-2, 4, 40)])
-    got = sdca_steps(b, yz, q)
+    got = [sdca_step(bi, yzi, qi) for bi, yzi, qi in zip(b, yz, q)]
     for bi, yzi, qi, gi in zip(b, yz, q, got):
         f = lambda t: t + qi * (expit(t) - bi) + yzi  # noqa: E731  stationarity in logit space
         t = brentq(f, -yzi - qi - 1, -yzi + qi + 1, xtol=1e-14)

@@ -293,15 +293,6 @@ def sdca_step(b, yz, q, tol=1e-12, max_iter=200):
     return 1.0 / (1.0 + math.exp(-t))
 
 
-@njit(cache=CACHE)
-def sdca_steps(b, yz, q):
-    """`sdca_step` elementwise (for tests and vectorized callers)."""
-    out = np.empty(b.size)
-    for i in range(b.size):
-        out[i] = sdca_step(b[i], yz[i], q[i])
-    return out
-
-
 @njit(cache=CACHE, fastmath={"contract"})
 def sdca_passes(data, indices, indptr, y, offsets, nodes, ids, seed, rnd, stream, passes, scale,
                 b, b_start, coef, w, out):

@@ -152,21 +152,6 @@ def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray, weight: np.ndarray)
 
 # ---- feasibility ------------------------------------------------------------------------
 
-class InfeasibleError(AssertionError):
-    """A model lies outside its constraint set."""
-
-
-def check_feasible(psi: R.Blockwise, params: Params, where: str = "") -> None:
-    """Raise InfeasibleError unless every constrained block of `params` (batched or not)
-    satisfies its constraint, i.e. psi(params) < inf (up to `regularizers.FEASIBILITY_TOL`)."""
-    for name, reg in psi.regs.items():
-        if reg.is_constraint:
-            value = np.asarray(reg.value(params[name], len(psi.shapes[name])))
-            if not np.all(np.isfinite(value)):
-                raise InfeasibleError(f"{where}: block {name!r} violates {reg!r} "
-                                      f"(for {int(np.sum(~np.isfinite(value)))} of {value.size} models)")
-
-
 # ---- data -------------------------------------------------------------------------------
 
 DEFAULT_CLIENTS = 20  # clients of the shipped (scikit-learn) datasets

@@ -79,17 +79,6 @@ def scatter_rows(x: sp.csr_matrix, coef: np.ndarray, owner: np.ndarray, clients:
     return flat.reshape(clients, d)
 
 
-def node_loss_grads(nodes: SparseNodes, w: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
-    """F_k and grad F_k of every node at a shared w (d,) or its own w_k (C, d): (C,), (C, d)."""
-    owner = nodes.node_of_row()
-    loss, dloss = logistic(margins(nodes.x, w, owner), nodes.y)
-    inv = 1.0 / nodes.sizes
-    w_stack = np.broadcast_to(w, (nodes.num_clients, nodes.dim))
-    values = np.bincount(owner, weights=loss, minlength=nodes.num_clients) * inv
-    grads = scatter_rows(nodes.x, dloss * inv[owner], owner, nodes.num_clients) + lam * w_stack
-    return values + 0.5 * lam * np.einsum("cd,cd->c", w_stack, w_stack), grads
-
-
 def optimum_cache_dir() -> Path | None:
     """$FCO_RAY_CACHE/optima (default ~/.cache/fco_ray/optima); FCO_RAY_CACHE=off disables."""
     root = os.environ.get("FCO_RAY_CACHE", str(Path.home() / ".cache" / "fco_ray"))
