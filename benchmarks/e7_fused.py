@@ -37,8 +37,8 @@ from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends import LocalBackend  # noqa: E402
 from fco_ray.core.config import parse_problem  # noqa: E402
 from fco_ray.core.group import Stacked, make_group, stack_states  # noqa: E402
-from fco_ray.problems import build_problem  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
+from fco_ray.problems import build_problem  # noqa: E402
 
 GRID = [1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0]
 

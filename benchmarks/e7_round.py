@@ -40,12 +40,12 @@ from numba import njit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fco_ray.core.group import make_group  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends import LocalBackend  # noqa: E402
 from fco_ray.core.config import parse_problem  # noqa: E402
-from fco_ray.problems import build_problem  # noqa: E402
+from fco_ray.core.group import make_group  # noqa: E402
 from fco_ray.ops.random import PERMUTATION, Key  # noqa: E402
+from fco_ray.problems import build_problem  # noqa: E402
 
 
 @njit(cache=True)

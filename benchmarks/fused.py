@@ -29,20 +29,19 @@ import time
 from pathlib import Path
 from statistics import median
 
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import numpy as np  # noqa: E402
+
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
+from fco_ray.algorithms.composite import DualAveraging, PrimalAveraging  # noqa: E402
 from fco_ray.backends import LocalBackend  # noqa: E402
 from fco_ray.core.config import parse_run  # noqa: E402
 from fco_ray.core.engine import run_rounds  # noqa: E402
 from fco_ray.core.group import Stacked, make_group  # noqa: E402
-from fco_ray.problems import build_problem  # noqa: E402
-from fco_ray.algorithms.composite import DualAveraging, PrimalAveraging  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
-
-import numpy as np  # noqa: E402
+from fco_ray.problems import build_problem  # noqa: E402
 
 PAPER_RATES = [{"client_lr": c, "server_lr": s}
                for c in (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4)

@@ -35,14 +35,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from fco_ray.core.group import make_group  # noqa: E402
-from fco_ray.backends import cluster  # noqa: E402
+from peer_flower import TASKS, task_config  # noqa: E402
+
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.api import make_problem, resolve  # noqa: E402
-from fco_ray.backends import ray_backend  # noqa: E402
+from fco_ray.backends import (
+    cluster,  # noqa: E402
+    ray_backend,  # noqa: E402
+)
 from fco_ray.backends.local import LocalBackend  # noqa: E402
+from fco_ray.core.group import make_group  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
-from peer_flower import TASKS, task_config  # noqa: E402
 
 MODES = ("local", "ray", "noop", "noop_ref")
 SKIP = 5

@@ -73,9 +73,9 @@ def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
-    from fco_ray.backends import cluster
     from fco_ray.algorithms import ALGORITHMS
     from fco_ray.api import make_problem, resolve
+    from fco_ray.backends import cluster
     from fco_ray.backends.local import LocalBackend
     from fco_ray.backends.ray_backend import RayBackend
     from fco_ray.ops.random import Key

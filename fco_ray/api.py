@@ -8,10 +8,10 @@ from typing import Callable
 import pandas as pd
 
 from .core.config import RunConfig, parse_run
-from .runtime.files import load_yaml
 from .core.plan import prepare_one, rows_callback
-from .runtime.progress import Progress
 from .problems.base import Problem
+from .runtime.files import load_yaml
+from .runtime.progress import Progress
 
 
 def resolve(config, problem: Problem | None = None) -> RunConfig:

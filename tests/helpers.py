@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fco_ray.problems.linear import make_lasso, make_lowrank
 from fco_ray.ops.random import Key
+from fco_ray.problems.linear import make_lasso, make_lowrank
 
 
 def small_lasso(lam=0.05, clients=8, samples=16, dim=20, support=5, seed=0):

@@ -2,17 +2,15 @@
 import numpy as np
 import pytest
 
-from fco_ray.core.group import make_group
-from fco_ray.ops import regularizers as R
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.algorithms.base import FederatedHyper
 from fco_ray.backends import LocalBackend
 from fco_ray.core.engine import INIT_TAG
-
-from .helpers import run_one
+from fco_ray.core.group import make_group
+from fco_ray.ops import regularizers as R
 from fco_ray.ops.random import generator, sample_clients
 
-from .helpers import one_client_grad, small_lasso, small_lowrank
+from .helpers import one_client_grad, run_one, small_lasso, small_lowrank
 
 COMPOSITE = ["fedavg", "fedavg_subgrad", "fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp"]
 

@@ -78,6 +78,7 @@ def test_restored_fused_group_continues_with_identical_numbers(algorithm, proble
     """A fused group of three client rates restored at round 4 (on E1 the rate 1.0 diverges
     at round 1: the snapshot holds the two members still running)."""
     from fco_ray.core.config import parse_run
+
     from .helpers import run_group
 
     base = config(algorithm, problem, rounds=6, eval_every=1)

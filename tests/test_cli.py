@@ -1,5 +1,6 @@
 """`fco-ray` exit codes and messages: 0 success, 2 invalid input, 1 anything else."""
 import ast
+
 import pytest
 import yaml
 

@@ -40,8 +40,8 @@ def test_ray_backend_refuses_auto_before_starting_anything(monkeypatch):
     if ray.is_initialized():
         pytest.skip("this process is already connected to Ray (the address is not used then)")
     from fco_ray.api import resolve
-    from fco_ray.core.plan import build as make_problem
     from fco_ray.backends import make_backend
+    from fco_ray.core.plan import build as make_problem
 
     problem = make_problem(resolve({"problem": {"name": "lowrank", "clients": 3, "dim": 4,
                                                 "rank": 1}, "algorithm": {"name": "fedmid"}}))

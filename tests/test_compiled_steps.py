@@ -8,12 +8,11 @@ import pytest
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
 from fco_ray.core.config import parse_run
-from .helpers import run_one
 from fco_ray.ops.random import Key
-
-from .helpers import run_fused
 from fco_ray.problems import build_problem
 from fco_ray.problems.linear import LinearRegression
+
+from .helpers import run_fused, run_one
 
 LASSO = {"name": "lasso", "clients": 8, "dim": 24, "support": 6, "samples_per_client": 16,
          "val_clients": 2}

@@ -5,8 +5,8 @@ import pytest
 
 import fco_ray
 from fco_ray import ClientData, Problem
-from fco_ray.ops import regularizers as R
 from fco_ray.core.config import parse_run
+from fco_ray.ops import regularizers as R
 from fco_ray.runtime.errors import ConfigError
 
 

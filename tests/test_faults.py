@@ -28,15 +28,16 @@ from ray import cloudpickle  # noqa: E402
 import fco_ray  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.api import resolve  # noqa: E402
-from fco_ray.core.plan import build as make_problem  # noqa: E402
 from fco_ray.backends.ray_backend import RayBackend  # noqa: E402
 from fco_ray.cli import main  # noqa: E402
+from fco_ray.core.plan import build as make_problem  # noqa: E402
 from fco_ray.data.text_generator import generate_text_nodes  # noqa: E402
-from .helpers import run_one  # noqa: E402
 from fco_ray.problems.text import SparseTextLogReg  # noqa: E402
-from fco_ray.tracking import Store, children, find_parent, trials_frame  # noqa: E402
 from fco_ray.sweep import SweepInterrupted, run_sweep  # noqa: E402
 from fco_ray.sweep.logging import MLflowLogger  # noqa: E402
+from fco_ray.tracking import Store, children, find_parent, trials_frame  # noqa: E402
+
+from .helpers import run_one  # noqa: E402
 
 LASSO = {"name": "lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
          "samples_per_client": 32}

@@ -7,12 +7,10 @@ import fco_ray
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
 from fco_ray.core.config import parse_run
-from .helpers import run_one
 from fco_ray.core.group import Stacked as Fused
-
-from .helpers import run_fused
 from fco_ray.problems import build_problem
-from .helpers import assert_same_run, fused_on_ray_equals_local
+
+from .helpers import assert_same_run, fused_on_ray_equals_local, run_fused, run_one
 
 LASSO = {"name": "lasso", "clients": 8, "dim": 24, "support": 6, "samples_per_client": 16,
          "val_clients": 2}

@@ -8,19 +8,18 @@ import json
 import numpy as np
 import pytest
 
-from fco_ray.ops import regularizers as R
 from fco_ray import run_grid
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
 from fco_ray.core.config import parse_run
-from .helpers import run_one
-from fco_ray.core.group import Stacked as Fused, fusable
-
-from .helpers import run_fused
 from fco_ray.core.grid import expand
+from fco_ray.core.group import Stacked as Fused
+from fco_ray.core.group import fusable
 from fco_ray.core.plan import groups
+from fco_ray.ops import regularizers as R
 from fco_ray.problems import PROBLEMS, build_problem
-from .helpers import assert_same_run, fused_on_ray_equals_local
+
+from .helpers import assert_same_run, fused_on_ray_equals_local, run_fused, run_one
 from .test_fused import BILINEAR, LASSO, LOWRANK, NUCLEAR
 
 RATES = [{"client_lr": 0.001}, {"client_lr": 0.01}]
@@ -187,6 +186,7 @@ def test_a_lam_sweep_runs_as_one_tune_trial_with_one_mlflow_child_run_each(ray_c
     import fco_ray
     from fco_ray.sweep import run_sweep
     from fco_ray.tracking import Store, children, find_parent, trials_frame
+
     from .test_sweep import PROBLEM, STEPS, write_sweep
 
     path = write_sweep(tmp_path, name="lams", algorithms=["fedmid"],
@@ -210,6 +210,7 @@ def test_a_lam_sweep_runs_as_one_tune_trial_with_one_mlflow_child_run_each(ray_c
 
 def test_a_restored_group_of_lam_variants_continues_with_identical_numbers(tmp_path):
     from fco_ray.core.checkpoint import load_snapshot, save_snapshot
+
     from .helpers import run_group
 
     cfgs = [parse_run({"problem": {**LASSO, "lam": lam}, "rounds": 6, "eval_every": 1,

@@ -5,8 +5,8 @@ import textwrap
 
 import pytest
 
-from fco_ray.runtime import heap
 from fco_ray.backends import LocalBackend
+from fco_ray.runtime import heap
 
 FAULTS = textwrap.dedent("""
     import resource, sys

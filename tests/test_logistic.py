@@ -7,15 +7,16 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 import fco_ray
-from fco_ray.ops import regularizers as R
 from fco_ray.algorithms import ALGORITHMS
+from fco_ray.algorithms.solvers import solve_centralized
 from fco_ray.backends.local import LocalBackend
 from fco_ray.core.config import parse_problem, parse_run
-from fco_ray.runtime.errors import ConfigError
-from .helpers import InfeasibleError, check_feasible, run_one
+from fco_ray.ops import regularizers as R
 from fco_ray.problems import build_problem
 from fco_ray.problems.base import Problem
-from fco_ray.algorithms.solvers import solve_centralized
+from fco_ray.runtime.errors import ConfigError
+
+from .helpers import InfeasibleError, check_feasible, run_one
 
 
 def make(raw: dict, seed: int = 0):

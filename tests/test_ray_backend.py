@@ -13,16 +13,17 @@ from ray.util.placement_group import placement_group, remove_placement_group  # 
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: E402
 
 import fco_ray  # noqa: E402
-from fco_ray.core.group import make_group  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.api import resolve  # noqa: E402
-from fco_ray.core.plan import build as make_problem  # noqa: E402
 from fco_ray.backends import LocalBackend, make_backend  # noqa: E402
 from fco_ray.backends.ray_backend import RayBackend  # noqa: E402
 from fco_ray.core.config import parse_run  # noqa: E402
-from fco_ray.sweep.trainable import trial_bundles  # noqa: E402
-from .helpers import run_one  # noqa: E402
+from fco_ray.core.group import make_group  # noqa: E402
+from fco_ray.core.plan import build as make_problem  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
+from fco_ray.sweep.trainable import trial_bundles  # noqa: E402
+
+from .helpers import run_one  # noqa: E402
 
 pytestmark = pytest.mark.ray
 

@@ -8,15 +8,15 @@ from scipy.optimize import linprog
 
 import fco_ray
 from fco_ray.algorithms import ALGORITHMS
-from fco_ray.core.config import parse_problem, parse_run
-from fco_ray.runtime.errors import ConfigError
 from fco_ray.backends.local import LocalBackend
+from fco_ray.core.config import parse_problem, parse_run
 from fco_ray.core.engine import INIT_TAG
-
-from .helpers import run_one
+from fco_ray.ops.random import NOISE, NOISE2, Key, generator
 from fco_ray.problems import build_problem
 from fco_ray.problems.adversarial import render_attack
-from fco_ray.ops.random import NOISE, NOISE2, Key, generator
+from fco_ray.runtime.errors import ConfigError
+
+from .helpers import run_one
 
 LAM, D = 0.1, 0.05
 

@@ -6,8 +6,8 @@ import pytest
 
 import fco_ray.problems.saddle as saddle
 from fco_ray.core.config import parse_run
-from fco_ray.problems import build_problem
 from fco_ray.ops.random import NOISE2, Key
+from fco_ray.problems import build_problem
 
 
 def problem(kind="bilinear_l1", **kw):

@@ -9,22 +9,21 @@ from scipy.optimize import brentq
 from scipy.special import expit
 
 import fco_ray
-from fco_ray.core.group import make_group
-from fco_ray.problems.nodes import LocalPasses
 from fco_ray import ConfigError
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
 from fco_ray.backends.local import ClientStates, add_sums, weighted_sum
-from fco_ray.ops.kernels_sparse import sdca_step
-from fco_ray.data.text_generator import generate_text_nodes, reshuffle_nodes
-from .helpers import run_one
-from fco_ray.problems import build_problem
 from fco_ray.core.config import parse_problem
+from fco_ray.core.group import make_group
 from fco_ray.data.stores import SparseNodes
-from fco_ray.problems.text import SparseTextLogReg
+from fco_ray.data.text_generator import generate_text_nodes, reshuffle_nodes
+from fco_ray.ops.kernels_sparse import sdca_step
 from fco_ray.ops.random import BATCH, PERMUTATION, Key
+from fco_ray.problems import build_problem
+from fco_ray.problems.nodes import LocalPasses
+from fco_ray.problems.text import SparseTextLogReg
 
-from .helpers import small_lasso
+from .helpers import run_one, small_lasso
 
 FAMILY = ["gd", "fsvrg", "fsvrg_naive", "dane", "cocoa_plus"]
 

@@ -10,16 +10,13 @@ import pytest
 import fco_ray
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
-from fco_ray.data.text_generator import generate_text_nodes
-from .helpers import run_one
 from fco_ray.core.group import Stacked as Fused
-
-from fco_ray.problems.nodes import LocalPasses
-
-from .helpers import run_fused
-from fco_ray.problems.text import SparseTextLogReg
+from fco_ray.data.text_generator import generate_text_nodes
 from fco_ray.ops.random import Key
-from .helpers import assert_same_run
+from fco_ray.problems.nodes import LocalPasses
+from fco_ray.problems.text import SparseTextLogReg
+
+from .helpers import assert_same_run, run_fused, run_one
 
 
 @pytest.fixture(scope="module")

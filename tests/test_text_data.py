@@ -8,9 +8,19 @@ from sklearn.linear_model import LogisticRegression
 import fco_ray
 from fco_ray import ConfigError
 from fco_ray.data.libsvm import load_libsvm_problem_data, split_holdout
-from fco_ray.data.text_generator import generate_text_nodes, power_law_sizes, reshuffle_nodes
-from fco_ray.problems.text import SparseNodes, SparseTextLogReg, logistic, margins, scatter_rows
+from fco_ray.data.text_generator import (
+    generate_text_nodes,
+    power_law_sizes,
+    reshuffle_nodes,
+)
 from fco_ray.ops.random import Key
+from fco_ray.problems.text import (
+    SparseNodes,
+    SparseTextLogReg,
+    logistic,
+    margins,
+    scatter_rows,
+)
 
 GEN = dict(clients=40, min_samples=10, max_samples=400, dim=400, words_per_doc=8, topics=5)
 
@@ -379,7 +389,8 @@ def test_data_stores_and_loaders_do_not_import_problems():
             elif isinstance(node, ast.Import):
                 assert not any("problems" in a.name for a in node.names), (path.name, ast.unparse(node))
     from fco_ray import ClientData as top
-    from fco_ray.data.stores import ClientData, SparseNodes as stored
+    from fco_ray.data.stores import ClientData
+    from fco_ray.data.stores import SparseNodes as stored
     from fco_ray.problems.base import ClientData as old
 
     assert top is ClientData is old and SparseNodes is stored

@@ -15,10 +15,10 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..problems.base import Problem
 from ..ops.random import Key, sample_clients
-from ..runtime.strict import no_bool_numbers
 from ..ops.tree import Params
+from ..problems.base import Problem
+from ..runtime.strict import no_bool_numbers
 
 State = dict[str, Any]
 

@@ -40,11 +40,10 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from ..problems.nodes import LocalPasses, Nodes, SDCAPasses
 from ..ops.random import Key
 from ..ops.tree import copy, per_row
+from ..problems.nodes import LocalPasses, Nodes, SDCAPasses
 from .base import Algorithm, Hyper
-
 
 
 def per_node(lr, sizes: np.ndarray) -> np.ndarray:

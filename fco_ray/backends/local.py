@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from ..runtime.heap import keep_freed_memory
 from ..ops.random import Key
+from ..runtime.heap import keep_freed_memory
 
 #: Minibatch bytes that one block of stacked clients gathers per local step. A block whose
 #: step data fits in the L2/L3 caches keeps the gathered batch in cache between the gather

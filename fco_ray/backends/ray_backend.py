@@ -53,9 +53,9 @@ from ray.util.placement_group import (
 )
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from . import cluster
-from ..runtime.heap import keep_freed_memory
 from ..ops.random import Key
+from ..runtime.heap import keep_freed_memory
+from . import cluster
 from .local import ClientStates, add_sums, weighted_sum
 
 STRATEGIES = {"spread": "SPREAD", "pack": "PACK"}

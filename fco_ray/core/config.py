@@ -7,14 +7,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..algorithms import ALGORITHMS, Hyper
-from .checks import check_fits
+from ..problems import PROBLEMS, ProblemParams
 from ..runtime.errors import ConfigError, short_repr
 from ..runtime.files import check_tracking_uri
-from ..problems import PROBLEMS, ProblemParams
 from ..runtime.strict import no_bool_numbers
+from .checks import check_fits
 
 
 class _Strict(BaseModel):

@@ -12,11 +12,11 @@ from typing import Callable
 import numpy as np
 
 from ..backends.base import Backend
-from .checkpoint import Snapshot
-from .group import Group
-from ..problems.base import Problem
 from ..ops.random import Key, generator
 from ..ops.tree import size
+from ..problems.base import Problem
+from .checkpoint import Snapshot
+from .group import Group
 
 INIT_TAG = 0x1417
 NUMERICAL_FAILURES = (np.linalg.LinAlgError, FloatingPointError, OverflowError)

@@ -16,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 from ..backends.cluster import reuse
-from .config import RunConfig, parse_run
-from ..runtime.files import apply_overrides, load_yaml
 from ..runtime.errors import ConfigError
+from ..runtime.files import apply_overrides, load_yaml
+from .config import RunConfig, parse_run
 from .plan import MAX_GROUP, prepare
 
 

@@ -33,9 +33,9 @@ import dataclasses
 import numpy as np
 
 from ..algorithms.base import Algorithm
-from ..problems.base import Problem
 from ..ops.random import Key
 from ..ops.tree import PerRow, all_finite, size
+from ..problems.base import Problem
 
 
 def _real(field) -> bool:

@@ -17,13 +17,13 @@ import numpy as np
 
 from ..algorithms import ALGORITHMS
 from ..backends import make_backend
+from ..problems import PROBLEMS, build_problem
+from ..problems.base import Problem
+from ..runtime.errors import ConfigError
 from .checks import check_clients, check_fits
 from .config import RunConfig
 from .engine import OnRound, RunResult, run_rounds
-from ..runtime.errors import ConfigError
 from .group import Group, fusable, fuse_key, make_group
-from ..problems import PROBLEMS, build_problem
-from ..problems.base import Problem
 
 #: configurations per fused group at most: bounds the stacked state and client rows
 #: (memory grows with the group size)

@@ -19,8 +19,9 @@ from typing import ClassVar, Mapping
 
 import numpy as np
 
-from . import prox as P
 from fco_ray.ops.tree import per_row
+
+from . import prox as P
 
 FEASIBILITY_TOL = 1e-9  # ||x|| <= radius + FEASIBILITY_TOL * (1 + radius) counts as feasible
 

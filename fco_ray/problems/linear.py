@@ -17,11 +17,11 @@ import math
 
 import numpy as np
 
+from ..data.stores import ClientData
 from ..ops import kernels
 from ..ops import regularizers as R
 from ..ops.random import BATCH
 from ..ops.tree import Params
-from ..data.stores import ClientData
 from .base import Problem
 
 NONZERO = 1e-4  # |w_i| above this counts as in the support (the FCO paper's E1 rule)

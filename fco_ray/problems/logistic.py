@@ -37,13 +37,13 @@ import numpy as np
 from pydantic import Field, model_validator
 from scipy.special import expit
 
-from ..ops import regularizers as R
 from ..data.partition import dirichlet_label_split
-from ..ops.tree import Params
-from .registry import ProblemParams, register_problem
 from ..data.stores import ClientData
+from ..ops import regularizers as R
+from ..ops.tree import Params
 from .base import Problem
 from .linear import NONZERO  # |w| above this counts as a nonzero weight (density)
+from .registry import ProblemParams, register_problem
 
 POOL_CHUNK = 4096  # rows per chunk of the full-data passes (bounds activation memory)
 

@@ -20,8 +20,8 @@ from pydantic import Field, field_validator
 
 from ..ops import regularizers as R
 from ..ops.tree import Params
-from .registry import register_problem
 from .logistic import Classifier, _bias, _ImageParams, image_data, softmax_cross_entropy
+from .registry import register_problem
 
 
 class MLP(Classifier):

@@ -40,12 +40,12 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from ..data.stores import ClientData
 from ..ops import regularizers as R
 from ..ops.random import Key
 from ..ops.tree import Params
-from .registry import ProblemParams, register_problem
-from ..data.stores import ClientData
 from .base import Problem
+from .registry import ProblemParams, register_problem
 
 ZERO_TOL = 1e-5  # |v| below this counts as zero for `density` and singular values for `rank` (E5)
 

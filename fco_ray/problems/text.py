@@ -35,14 +35,14 @@ import scipy.sparse as sp
 from pydantic import Field, model_validator
 from scipy.special import expit
 
+from ..data.stores import SparseNodes
 from ..ops import kernels_sparse as K
 from ..ops import regularizers as R
-from ..data.stores import SparseNodes
 from ..ops.random import BATCH, PERMUTATION, Key
 from ..ops.tree import Params
-from .registry import ProblemParams, register_problem
 from .base import Problem
 from .nodes import LocalPasses, SDCAPasses
+from .registry import ProblemParams, register_problem
 
 
 def sparsity_scalings(nodes: SparseNodes) -> tuple[np.ndarray, np.ndarray]:

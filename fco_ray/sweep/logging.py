@@ -18,8 +18,8 @@ from typing import Callable
 
 from ray import tune
 
-from ..runtime.progress import progress_text
 from ..core.checkpoint import FILE as STATE_FILE
+from ..runtime.progress import progress_text
 from ..tracking import Store, SweepLog, TrackingUnavailable, run_label
 from .schema import FIXED_POINT_KEYS, Sweep
 from .trainable import member_key

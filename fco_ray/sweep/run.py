@@ -121,7 +121,9 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                 f"done; finish it with: fco-ray sweep {path} --resume")
         best = log.finish(failed=results.num_errors > 0)
         if sweep.spec.report is not False:  # `report: false` in the sweep file: no report
-            from ..report import report_after_sweep  # matplotlib only when a report is drawn
+            from ..report import (
+                report_after_sweep,  # matplotlib only when a report is drawn
+            )
 
             report_after_sweep(log.parent_id, store.uri, echo)
         return SweepOutcome(log.parent_id, log.experiment_id, store.uri, exp_dir, results,

@@ -28,9 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..algorithms import ALGORITHMS
 from ..core.config import RunConfig, parse_run, validate_model
-from ..runtime.files import apply_overrides, load_yaml
+from ..core.plan import build, check_problem
+from ..core.plan import groups as config_groups
 from ..runtime.errors import ConfigError, short_repr
-from ..core.plan import build, check_problem, groups as config_groups
+from ..runtime.files import apply_overrides, load_yaml
 from ..runtime.strict import no_bool_numbers
 from ..tracking import default_uri
 

@@ -29,10 +29,11 @@ from ray import tune
 
 from ..algorithms import ALGORITHMS
 from ..artifacts import trial_artifacts
-from ..core.checkpoint import FILE as SNAPSHOT_FILE, Snapshot, load_snapshot, save_snapshot
-from ..core.plan import prepare
 from ..backends.ray_backend import STRATEGIES
+from ..core.checkpoint import FILE as SNAPSHOT_FILE
+from ..core.checkpoint import Snapshot, load_snapshot, save_snapshot
 from ..core.config import BackendConfig
+from ..core.plan import prepare
 from .schema import FIXED_POINT_KEYS, Sweep
 
 
