@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from fco_ray import run
+from fco_ray.algorithms.solvers import solve_centralized
 from fco_ray.api import resolve
 from fco_ray.problems import build_problem
-from fco_ray.solvers import solve_centralized
 
 SETTINGS = {  # name: (problem section, lam) - the package defaults of E1 / E2 and the E1 variants
     "E2": ({"name": "lowrank"}, 0.3), "E1": ({"name": "lasso"}, 0.1),

@@ -21,9 +21,9 @@ import pytest
 from sklearn.linear_model import Lasso
 
 from fco_ray import run
+from fco_ray.algorithms.solvers import solve_centralized
 from fco_ray.api import resolve
 from fco_ray.problems import build_problem
-from fco_ray.solvers import solve_centralized
 
 LAM = 0.1
 # small E1-style LASSO: d = 20, support 5, heterogeneous clients (feature shift 0.3)
