@@ -77,6 +77,36 @@ def reading(path: str | os.PathLike, what: str = "file", expected: str | None = 
                           f"{str(e)[:300]}){hint}") from None
 
 
+def path_inside(folder: str | os.PathLike, name, what: str = "file") -> Path:
+    """`folder / name`, if `name` is a relative path that stays strictly inside `folder` --
+    also once the symbolic links already on disk are followed --, else a ConfigError.
+
+    The one gate for every path fco-ray writes or deletes that comes from a file, an artifact
+    or a name (a report's manifest, an MLflow tag, a sweep name): an absolute path, `..`, an
+    empty name or a link out of the folder can never make it act on a file elsewhere (a
+    cloned repository may carry a hostile `reports/<sweep>/report.json`)."""
+    text = os.fspath(name) if isinstance(name, (str, os.PathLike)) else None
+    why = None
+    if not text or "\x00" in text:
+        why = "is not a file name"
+    else:
+        rel = Path(text)
+        if rel.is_absolute() or rel.drive:
+            why = "is an absolute path"
+        elif ".." in rel.parts:
+            why = "goes up with '..'"
+        else:
+            root = Path(os.path.realpath(folder))
+            target = Path(os.path.realpath(Path(folder) / rel))
+            if root not in target.parents:
+                why = (f"resolves to {target}" + (" (through a symbolic link)" if target != root
+                                                  else "") + ", not a path inside it")
+    if why is not None:
+        raise ConfigError(f"{folder}: {what} {short_repr(name)} {why}; refusing to write or "
+                          "delete anything outside the folder")
+    return Path(folder) / rel
+
+
 MAX_CONFIG_BYTES = 2**20  # a config file is kilobytes
 MAX_ALIAS_NODES = 100_000  # nodes YAML aliases may add by expansion (a config has hundreds)
 _MERGE = "tag:yaml.org,2002:merge"
