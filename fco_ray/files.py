@@ -235,17 +235,50 @@ def apply_overrides(raw: dict, assignments: list[str]) -> dict:
 
 
 
-#: MLflow store URI schemes (a bare word would silently become a file store directory)
-TRACKING_SCHEMES = ("sqlite", "http", "https", "file", "postgresql", "mysql", "mssql", "databricks")
+#: MLflow store URI schemes fco-ray accepts (a bare word would silently become a file store
+#: directory; MLflow 3 refuses `file://` stores itself: its file store is in maintenance mode)
+TRACKING_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks")
+#: the Python module SQLAlchemy loads for a database URI `scheme+driver://` (first: no driver)
+DB_DRIVERS = {"postgresql": "psycopg2", "postgresql+psycopg2": "psycopg2",
+              "postgresql+psycopg": "psycopg", "postgresql+pg8000": "pg8000",
+              "mysql": "MySQLdb", "mysql+mysqldb": "MySQLdb", "mysql+pymysql": "pymysql",
+              "mysql+mysqlconnector": "mysql.connector", "mssql": "pyodbc",
+              "mssql+pyodbc": "pyodbc", "mssql+pymssql": "pymssql"}
 
 
 def check_tracking_uri(uri: str) -> str:
-    """`uri` if it names an MLflow store (ValueError otherwise)."""
-    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
-    if scheme not in TRACKING_SCHEMES or len(uri) > 4096:
-        raise ValueError(f"tracking URI {short_repr(uri)} is not an MLflow store URI; use one "
+    """`uri` if it names an MLflow store that keeps what is logged (ValueError otherwise):
+    a known scheme; for SQLite a file (`sqlite:///PATH`), never an in-memory database that
+    would lose every run at exit; for a database server, its driver importable."""
+    import importlib.util
+
+    scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
+    if scheme.split("+", 1)[0] not in TRACKING_SCHEMES or len(uri) > 4096:
+        hint = (" (MLflow 3 no longer opens file stores: use sqlite:///PATH/mlflow.db)"
+                if scheme == "file" else "")
+        raise ValueError(f"tracking URI {short_repr(uri)} is not an MLflow store URI{hint}; use one "
                          f"of the schemes {list(TRACKING_SCHEMES)}, e.g. sqlite:///PATH/mlflow.db "
                          "or http://127.0.0.1:5000")
+    if scheme == "sqlite":
+        path, _, query = uri[len("sqlite:"):].partition("?")
+        if path in ("", "//", "///") or ":memory:" in path or "mode=memory" in query:
+            raise ValueError(f"tracking URI {short_repr(uri)} is an in-memory SQLite database: "
+                             "nothing logged would be kept; give a file, e.g. "
+                             "sqlite:///mlflow.db (relative) or sqlite:////abs/path/mlflow.db")
+        if not path.startswith("///"):
+            raise ValueError(f"tracking URI {short_repr(uri)}: a SQLite file needs three slashes "
+                             f"(sqlite:///{path.lstrip('/')} for a path relative to the working "
+                             "directory, four for an absolute one)")
+    module = DB_DRIVERS.get(scheme)
+    if module is not None:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ValueError(f"tracking URI {short_repr(uri)}: its database driver (Python module "
+                             f"{module!r}) is not installed in this environment; install it, "
+                             "or use sqlite:///PATH/mlflow.db or an MLflow server http://...")
     return uri
 
 def check_private_tree(root: str | os.PathLike, what: str) -> None:

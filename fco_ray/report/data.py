@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 from mlflow import MlflowClient
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 
 from ..config import ConfigError
+from ..files import MAX_CONFIG_BYTES, parse_yaml, read_text
 from ..tracking import (ALGORITHM, PARENT, ROLE, SWEEP, Store, best_per_algorithm, filter_tags,
                         trials_frame)
 
@@ -136,9 +136,15 @@ def find_parent(client: MlflowClient, key: str) -> Run:
 def _sweep_file(client: MlflowClient, run_id: str) -> dict:
     if "sweep.yaml" not in {f.path for f in client.list_artifacts(run_id)}:
         return {}
+    # an artifact is input like any file: the bounded reader and loader (size, UTF-8,
+    # aliases, no Python objects), its errors a ConfigError naming the run
     with tempfile.TemporaryDirectory() as tmp:
-        text = Path(client.download_artifacts(run_id, "sweep.yaml", tmp)).read_text()
-    loaded = yaml.safe_load(text)
+        local = client.download_artifacts(run_id, "sweep.yaml", tmp)
+        try:
+            loaded = parse_yaml(read_text(local, "sweep.yaml artifact", MAX_CONFIG_BYTES),
+                                f"run {run_id} sweep.yaml")
+        except ConfigError as e:
+            raise ConfigError(f"sweep parent run {run_id}: {e}") from None
     return loaded if isinstance(loaded, dict) else {}
 
 

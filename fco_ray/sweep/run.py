@@ -27,6 +27,7 @@ from ..files import check_private_tree
 from ..tracking import Store, SweepLog, TrackingUnavailable, check_store
 from .logging import MLflowLogger, tune_loggers
 from .schema import Sweep, load_sweep
+from .storage import StorageFull, StorageGuard, check_room, sweep_lock
 from .trainable import TrialResources, train_trial, trial_dirname, trial_name
 
 SWEEP_COPY = "fco_sweep.yaml"  # the resolved sweep kept with Tune's state, checked on resume
@@ -78,6 +79,13 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                               f"sweep being resumed ({kept}); resume with the same file and values")
     check_store(sweep.tracking_uri)  # fail fast: before Ray starts and any trial runs
     _make_storage_dir(root)  # and before the MLflow parent run exists
+    check_room(root)  # a full disk would truncate Tune's state (storage.py)
+    with sweep_lock(root, sweep.name):  # one live driver per sweep name and storage
+        return _run_locked(sweep, path, root, exp_dir, resolved, resume, echo)
+
+
+def _run_locked(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: bool,
+                echo) -> SweepOutcome:
     connection = connect()  # the cluster at RAY_ADDRESS, else a new local one on loopback
     try:
         store = Store(sweep.tracking_uri)
@@ -96,7 +104,8 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                                tune_config=tune_config(sweep),
                                run_config=tune.RunConfig(
                                    name=sweep.name, storage_path=str(root),
-                                   callbacks=[logger, *tune_loggers()], verbose=0,
+                                   callbacks=[logger, StorageGuard(str(root)), *tune_loggers()],
+                                   verbose=0,
                                    # every checkpoint is kept (~10 per trial, each one
                                    # state of the trial's models): with num_to_keep=1 Tune
                                    # deletes the previous one before its experiment state
@@ -114,6 +123,10 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             raise SweepInterrupted(
                 f"sweep {sweep.name} stopped: {e}; the rounds logged so far are kept: once "
                 f"the store works, finish it with: fco-ray sweep {path} --resume") from None
+        except StorageFull as e:
+            raise SweepInterrupted(
+                f"sweep {sweep.name} stopped: {e}; its state is kept: once space is freed, "
+                f"finish it with: fco-ray sweep {path} --resume") from None
         ended = results.num_terminated + results.num_errors
         if ended < sweep.num_tune_trials():  # Tune stopped early (e.g. Ctrl-C)
             raise SweepInterrupted(
