@@ -174,3 +174,80 @@ def test_disk_filling_during_a_sweep_stops_it_resumable(workdir, monkeypatch):
     finally:
         ray.shutdown()
         subprocess.run(["umount", str(storage)], check=False)
+
+
+# --- data files read with a wrong meaning, or not at all --------------------------------------
+
+def svm(tmp_path, name, lines) -> str:
+    path = tmp_path / name
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return str(path)
+
+
+def libsvm_run(path, **problem):
+    import fco_ray
+
+    return fco_ray.run({"problem": {"name": "sparse_text_logreg", "dataset": "libsvm", "path": path,
+                                    **problem}, "algorithm": {"name": "gd"}, "rounds": 1})
+
+
+@pytest.mark.parametrize("lines, match", [
+    # qid on some lines only: scikit-learn pairs the qids it found with rows by position
+    (["1 qid:1 1:0.5", "0 qid:1 2:1", "1 3:1", "0 qid:2 1:1"],
+     r"bad\.svm, line 3: no 'qid:' field, while other lines have one \(3 of 4 lines\)"),
+    (["1 qid:1 1:0.5", "1 qid:9223372036854775808 1:1"], r"bad\.svm, line 2: a feature index >= 2\^31 or a qid >= 2\^63"),
+    (["1 qid:1 1:0.5", "# x", "1 qid:2 4294967296:1"], r"bad\.svm, line 3: a feature index >= 2\^31"),
+    # 1-based (no index 0): index 2^24 is the 2^24+1-th feature, one too many
+    (["1 qid:1 1:0.5", "0 qid:2 16777216:1"], r"bad\.svm, line 2: feature index 16,777,216 is out of range"),
+    ([], r"bad\.svm: no data lines \(the file is empty or holds only comments\)"),
+    (["# only", "# comments"], r"bad\.svm: no data lines"),
+])
+def test_libsvm_misreads_are_errors_naming_the_line(tmp_path, lines, match):
+    from fco_ray.data.libsvm import load_libsvm_problem_data
+
+    path = svm(tmp_path, "bad.svm", lines)
+    with pytest.raises(ValueError, match=match):
+        load_libsvm_problem_data(path, test_fraction=0.0)
+    from fco_ray import ConfigError
+
+    with pytest.raises(ConfigError, match=match):  # through the config: exit 2
+        libsvm_run(path)
+
+
+def test_libsvm_index_just_below_the_bound_is_read(tmp_path):
+    from fco_ray.data.libsvm import MAX_FEATURES, read_libsvm
+
+    x, *_ = read_libsvm(svm(tmp_path, "ok.svm", ["1 qid:1 1:0.5", "0 qid:2 16777215:1"]))
+    assert x.shape[1] == MAX_FEATURES - 1  # 1-based: indices 1..2^24-1
+
+
+def test_group_file_is_split_on_newlines_only(tmp_path):
+    """A form feed (or \\x1c, \\u2028) inside an id is part of the id: str.splitlines would
+    split there, pass the count check with one line less elsewhere, and shift every row."""
+    from fco_ray.data.libsvm import read_groups
+
+    path = tmp_path / "g.txt"
+    path.write_bytes("a\fb\nc\r\nd\u2028e\n".encode())
+    assert read_groups(path, 3).tolist() == ["a\fb", "c", "d\u2028e"]
+    with pytest.raises(ValueError, match="3 node ids for 4 training lines"):
+        read_groups(path, 4)
+    path.write_bytes(b"a\n\xff\n")
+    with pytest.raises(ValueError, match=r"g\.txt:2: problem.group_file is not UTF-8 text"):
+        read_groups(path, 2)
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "device"])
+def test_data_path_that_is_not_a_file(tmp_path, kind):
+    """A directory, a FIFO (never opened: reading it would block) or /dev/zero."""
+    from fco_ray import ConfigError
+
+    path = {"directory": tmp_path, "fifo": tmp_path / "fifo", "device": Path("/dev/zero")}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    what = {"directory": "is a directory", "fifo": "is not a regular file",
+            "device": "is not a regular file"}[kind]
+    with pytest.raises(ConfigError, match=f"{path}: problem.path \\(LIBSVM file\\) {what}"):
+        libsvm_run(str(path))
+    good = svm(tmp_path, "ok.svm", ["1 qid:1 1:1", "0 qid:2 1:2"])
+    with pytest.raises(ConfigError, match=what):
+        libsvm_run(good, group_file=str(path))
