@@ -4,6 +4,8 @@ and what would fit, before any run starts (config parsing, sweep validation, the
 """
 from __future__ import annotations
 
+import difflib
+
 from .algorithms import ALGORITHMS
 from .algorithms.base import PROBLEM_KINDS
 from .errors import ConfigError
@@ -24,6 +26,34 @@ def check_fits(algorithm: str, kinds: frozenset[str], problem: str) -> None:
         f"algorithm {algorithm!r} does not fit problem {problem!r}: it needs a problem of kind "
         f"{sorted(needs)} ({described}), problem {problem!r} is of kind {sorted(kinds)}; "
         f"algorithms for this problem: {fitting}")
+
+
+def fitting_algorithms(problem: str | None) -> list[str]:
+    """The registered algorithms that run on registered problem `problem` (all if unknown)."""
+    from .problems import PROBLEMS
+
+    spec = PROBLEMS.get(problem) if isinstance(problem, str) else None
+    if spec is None or problem == "custom":
+        return sorted(ALGORITHMS)
+    kinds = spec.params.problem_class.kinds
+    return sorted(name for name, cls in ALGORITHMS.items() if cls.supports & kinds)
+
+
+def unknown_name(what: str, name, allowed: list[str], every: list[str] | None = None,
+                 scope: str = "") -> str:
+    """The message for an unknown `what` (algorithm, problem) `name`: a "did you mean" from
+    the names that fit (`allowed`; else from `every` registered name, saying it does not
+    fit), then the names that fit (`scope` says where, e.g. "for problem 'lasso'")."""
+    from .errors import short_repr
+
+    text = f"unknown {what} {short_repr(name)}"
+    if isinstance(name, str) and len(name) <= 100:
+        close = difflib.get_close_matches(name.lower(), every or allowed, n=1, cutoff=0.6)
+        if close and close[0] in allowed:
+            text += f" (did you mean {close[0]!r}?)"
+        elif close:
+            text += f" ({close[0]!r} is close but does not fit {scope.removeprefix('for ')})"
+    return f"{text}; {what}s{' ' + scope if scope else ''}: {allowed}"
 
 
 def check_clients(clients_per_round: int | None, num_clients: int, problem: str) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from .algorithms import ALGORITHMS, Hyper
-from .checks import check_fits
+from .checks import check_fits, fitting_algorithms, unknown_name
 from .errors import ConfigError, short_repr
 # re-exported; in their own light module so that the CLI reads files and reports their
 # errors before importing the algorithm and problem registries (numba, scipy)
@@ -125,12 +125,13 @@ def validate_model(model: type[BaseModel], raw: Any, prefix: str) -> BaseModel:
         raise ConfigError("; ".join(lines)) from None
 
 
-def _named(raw: Any, key: str, registry: dict) -> str:
+def _named(raw: Any, key: str, registry: dict, allowed: list[str] | None = None,
+           scope: str = "") -> str:
+    allowed = sorted(registry) if allowed is None else allowed
     if not isinstance(raw, dict) or "name" not in raw:
-        raise ConfigError(f"{key} must be a mapping with a 'name'; allowed names: {sorted(registry)}")
+        raise ConfigError(f"{key} must be a mapping with a 'name'; allowed names: {allowed}")
     if not isinstance(raw["name"], str) or raw["name"] not in registry:
-        raise ConfigError(f"{key}.name: unknown {key} {short_repr(raw['name'])}; "
-                          f"allowed: {sorted(registry)}")
+        raise ConfigError(f"{key}.name: {unknown_name(key, raw['name'], allowed, sorted(registry), scope)}")
     return raw["name"]
 
 
@@ -139,8 +140,11 @@ def parse_problem(raw: Any) -> ProblemParams:
     return validate_model(PROBLEMS[name].params, raw, "problem")
 
 
-def parse_algorithm(raw: Any) -> Hyper:
-    name = _named(raw, "algorithm", ALGORITHMS)
+def parse_algorithm(raw: Any, problem: str | None = None) -> Hyper:
+    """An algorithm section; an unknown name's message lists the algorithms that fit
+    `problem` (a registered name), with a "did you mean" among them."""
+    scope = f"for problem {problem!r}" if problem is not None else ""
+    name = _named(raw, "algorithm", ALGORITHMS, fitting_algorithms(problem), scope)
     return validate_model(ALGORITHMS[name].Hyper, raw, "algorithm")
 
 
@@ -154,7 +158,8 @@ def parse_run(raw: Any) -> RunConfig:
     if "problem" not in raw or "algorithm" not in raw:
         raise ConfigError("config needs both 'problem' and 'algorithm' sections")
     rest = {k: v for k, v in raw.items() if k not in ("problem", "algorithm")}
-    fields = {"problem": parse_problem(raw["problem"]), "algorithm": parse_algorithm(raw["algorithm"])}
+    problem = parse_problem(raw["problem"])
+    fields = {"problem": problem, "algorithm": parse_algorithm(raw["algorithm"], problem.name)}
     check_fits(fields["algorithm"].name, fields["problem"].problem_class.kinds, fields["problem"].name)
     try:
         return RunConfig.model_validate({**rest, **fields})

@@ -12,6 +12,7 @@ imports anything heavy, so a missing file or a YAML error is reported at once.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from contextlib import contextmanager
 from pathlib import Path
@@ -179,6 +180,32 @@ class _ConfigLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# YAML 1.1 (PyYAML) reads `1e-3` as text (its floats need a dot) and `1:20` as the base-60
+# number 80. A config means neither: `1e-3` is a float as in YAML 1.2, and a base-60 number
+# is an error naming its line (quote it if it is text, e.g. a time of day).
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
+def _not_base_60(construct):
+    def checked(loader, node):
+        if ":" in str(node.value):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value} is a base-60 number in YAML 1.1 (= "
+                f"{construct(loader, node)}); write the number itself, or quote it if it is text",
+                node.start_mark)
+        return construct(loader, node)
+    return checked
+
+
+_ConfigLoader.add_constructor("tag:yaml.org,2002:int",
+                              _not_base_60(yaml.constructor.SafeConstructor.construct_yaml_int))
+_ConfigLoader.add_constructor("tag:yaml.org,2002:float",
+                              _not_base_60(yaml.constructor.SafeConstructor.construct_yaml_float))
+
+
 def _yaml_error(path: Path, e: yaml.YAMLError) -> str:
     """One line: file:line:column, what is wrong and, for tags, what is allowed."""
     mark = getattr(e, "problem_mark", None)
@@ -216,11 +243,12 @@ def apply_overrides(raw: dict, assignments: list[str]) -> dict:
     out = yaml.safe_load(yaml.safe_dump(raw))  # deep copy of plain data
     for item in assignments:
         if "=" not in item:
-            raise ConfigError(f"--set expects key.path=value, got {item!r}")
+            raise ConfigError(f"--set expects key.path=value, got {short_repr(item)}")
         path, text = item.split("=", 1)
-        keys = [k for k in path.strip().split(".") if k]
-        if not keys:
-            raise ConfigError(f"--set expects key.path=value, got {item!r}")
+        keys = path.strip().split(".")
+        if not all(k.strip() for k in keys):  # `a..b`, `.a`, `a.`: never repaired silently
+            raise ConfigError(f"--set {short_repr(path)}: a key path is names joined by single "
+                              "dots (e.g. algorithm.client_lr=0.01); this one has an empty part")
         try:
             value = parse_yaml(text, f"--set {path}")
         except ConfigError as e:

@@ -251,3 +251,111 @@ def test_data_path_that_is_not_a_file(tmp_path, kind):
     good = svm(tmp_path, "ok.svm", ["1 qid:1 1:1", "0 qid:2 1:2"])
     with pytest.raises(ConfigError, match=what):
         libsvm_run(good, group_file=str(path))
+
+
+# --- config values read with a wrong meaning ----------------------------------------------------
+
+@pytest.mark.parametrize("text, fragment", [
+    ("rounds: 1:20\n", ":9: invalid YAML: 1:20 is a base-60 number in YAML 1.1 (= 80)"),
+    ("seed: 1:00\n", ":7: invalid YAML: 1:00 is a base-60 number in YAML 1.1 (= 60)"),
+    ("algorithm: {name: fedmid, client_lr: 1:20.5}\n", "1:20.5 is a base-60 number"),
+])
+def test_yaml_base_60_numbers_are_refused(capsys, workdir, text, fragment):
+    run = yaml.safe_load(yaml.safe_dump({k: v for k, v in RUN.items() if k not in yaml.safe_load(text)}))
+    path = workdir / "run.yaml"
+    head = yaml.safe_dump(run)
+    path.write_text(head + text)
+    line = head.count("\n") + 1
+    refused(capsys, ["run", str(path)], f"{path}:{line}:" if text[0] != "a" else f"{path}", fragment)
+
+
+def test_set_base_60_and_exponent_floats(capsys, workdir):
+    path = write(workdir / "run.yaml", RUN)
+    refused(capsys, ["run", str(path), "--set", "seed=1:00"], "--set seed: cannot parse value '1:00'",
+            "base-60 number in YAML 1.1 (= 60)")
+    from fco_ray.files import parse_yaml
+
+    # YAML 1.1 reads 1e-3 as text; the config loader reads it as the number it is
+    assert parse_yaml("a: 1e-3\nb: -2E+5\nc: '1e-3'\nd: 1:20:x\n") == {
+        "a": 0.001, "b": -200000.0, "c": "1e-3", "d": "1:20:x"}
+
+
+@pytest.mark.parametrize("key", ["algorithm..client_lr", ".rounds", "rounds.", "algorithm. .x", "."])
+def test_malformed_set_keys_are_refused(capsys, workdir, key):
+    path = write(workdir / "run.yaml", RUN)
+    refused(capsys, ["run", str(path), "--set", f"{key}=5"], f"--set {key!r}: a key path is names "
+            "joined by single dots", "empty part")
+
+
+@pytest.mark.parametrize("entry, value", [
+    ("rounds", "5"), ("algorithm.client_lr", "0.01"), ("seed", "1"), ("problem.dim", "64"),
+    ("eval_every", "1e1"), ("problem.samples_per_client", ["32"] * 16)])
+def test_a_string_is_never_a_number_from_the_api(entry, value):
+    import fco_ray
+    from fco_ray import ConfigError
+
+    with pytest.raises(ConfigError, match=f"{entry}: expected a number, got (the|a) string"):
+        fco_ray.run(changed(RUN, {entry: value}))
+
+
+def test_a_string_is_never_a_number_in_a_sweep(capsys, workdir):
+    for changes, fragment in [({"seeds": ["0"]}, "seeds: expected a number, got a string in ['0']"),
+                              ({"rounds": "10"}, "rounds: expected a number, got the string '10'"),
+                              ({"search.samples": "2"}, "search.samples: expected a number"),
+                              ({"algorithm.local_steps": "5"}, "algorithm.local_steps: expected a number")]:
+        path = write(workdir / "s.yaml", changed(SWEEP, changes))
+        refused(capsys, ["sweep", str(path)], fragment)
+
+
+@pytest.mark.parametrize("grid, fragment", [
+    ([0.01, 0.01], "lists 0.01 and 0.01: the same value twice"),
+    ([0.01, "0.01"], "lists 0.01 and '0.01'"), ([1, 1.0], "lists 1 and 1.0")])
+def test_repeated_grid_values_are_refused(capsys, workdir, grid, fragment):
+    path = write(workdir / "s.yaml", changed(SWEEP, {"search.grid": {"algorithm.client_lr": grid}}))
+    refused(capsys, ["sweep", str(path)], f"{path}: search: grid 'algorithm.client_lr' {fragment}")
+
+
+def test_names_too_long_for_mlflow_or_the_file_system(capsys, workdir):
+    path = write(workdir / "s.yaml", changed(SWEEP, {"tracking": {"experiment": "e" * 300}}))
+    refused(capsys, ["sweep", str(path)], "tracking.experiment: String should have at most 256 characters")
+    path = write(workdir / "s.yaml", changed(SWEEP, {"name": "n" * 300}))
+    refused(capsys, ["sweep", str(path)], "name: String should have at most 128 characters")
+    assert sorted(p.name for p in workdir.iterdir()) == ["s.yaml"]
+
+
+@pytest.mark.parametrize("config, fragments", [
+    ({"algorithm": {"name": "fedmd"}}, ["algorithm.name: unknown algorithm 'fedmd' (did you mean 'fedmid'?); "
+                                        "algorithms for problem 'lasso': ['centralized'"]),
+    ({"algorithm": {"name": "fedsvrg"}}, ["'fsvrg' is close but does not fit problem 'lasso'"]),
+    ({"problem": {"name": "laso"}}, ["problem.name: unknown problem 'laso' (did you mean 'lasso'?)"]),
+])
+def test_did_you_mean_and_only_the_algorithms_that_fit(config, fragments):
+    import fco_ray
+    from fco_ray import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        fco_ray.run({**RUN, **config})
+    for fragment in fragments:
+        assert fragment in str(err.value)
+    if "problem" not in config:
+        assert "fsvrg" not in str(err.value).split("algorithms for problem")[1]  # only what fits
+
+
+def test_store_side_files_are_ignored_by_git_and_ray_uploads(tmp_path):
+    names = ["mlflow.db", "mlflow.db.lock", "mlflow.db-wal", "mlflow.db-shm"]
+    done = subprocess.run(["git", "-C", str(REPO), "check-ignore", *names], capture_output=True, text=True)
+    if done.returncode == 128:
+        pytest.skip("not a git checkout")
+    assert done.stdout.split() == names
+    import logging
+
+    from ray._private.runtime_env.packaging import get_excludes_from_ignore_files
+
+    (tmp_path / ".gitignore").write_text((REPO / ".gitignore").read_text())
+    for name in [*names, "run.yaml"]:
+        (tmp_path / name).write_text("x")
+    # what `ray job submit --working-dir` leaves out (it honours .gitignore by default)
+    excluded = get_excludes_from_ignore_files(tmp_path, include_gitignore=True,
+                                              logger=logging.getLogger("test"))
+    kept = [n for n in [*names, "run.yaml"] if not any(f(tmp_path / n) for f in excluded)]
+    assert kept == ["run.yaml"]

@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..algorithms import ALGORITHMS
-from ..checks import check_clients
+from ..checks import check_clients, fitting_algorithms, unknown_name
 from ..config import RunConfig, apply_overrides, load_yaml, parse_run, validate_model
 from ..errors import ConfigError, short_repr
 from ..fused import fusable
@@ -35,7 +35,8 @@ from ..problems import PROBLEMS, build_problem
 from ..strict import no_bool_numbers
 from ..tracking import default_uri
 
-FIXED_POINT_KEYS = ("algorithm.name", "seed")  # set by `algorithms` and `seeds`, not `search`
+FIXED_POINT_KEYS = ("algorithm.name", "seed")
+MAX_NAME = 128  # characters of a sweep name  # set by `algorithms` and `seeds`, not `search`
 
 
 class _Strict(BaseModel):
@@ -96,6 +97,13 @@ class Search(_Strict):
         for key, values in self.grid.items():
             if not values:
                 raise ValueError(f"grid {key!r} has no values")
+            seen: dict = {}
+            for value in values:
+                same = _grid_identity(value)
+                if same in seen:  # each would be a trial of its own: twice the same trial
+                    raise ValueError(f"grid {key!r} lists {short_repr(seen[same])} and "
+                                     f"{short_repr(value)}: the same value twice (each value once)")
+                seen[same] = value
         both = set(self.grid) & set(self.random)
         if both:
             raise ValueError(f"keys both in grid and random: {sorted(both)}")
@@ -106,6 +114,19 @@ class Search(_Strict):
             if key.split(".")[0] == "tracking":
                 raise ValueError(f"{key!r} cannot be searched (one tracking store per sweep)")
         return self
+
+
+def _grid_identity(value):
+    """What makes two grid values the same trial: numbers by value (1 == 1.0), text that
+    reads as a number like that number (0.01 and "0.01"), anything else by its JSON."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ("number", float(value))
+    if isinstance(value, str):
+        try:
+            return ("number", float(value))
+        except ValueError:
+            return ("text", value)
+    return ("json", json.dumps(value, sort_keys=True, default=str))
 
 
 class TuneSettings(_Strict):
@@ -128,12 +149,16 @@ class TuneSettings(_Strict):
 
 
 class SweepTracking(_Strict):
-    experiment: str | None = Field(None, min_length=1, description="default: the sweep name")
+    # MLflow keeps experiment names in a 256-character column (as RunConfig's tracking)
+    experiment: str | None = Field(None, min_length=1, max_length=256,
+                                   description="default: the sweep name")
     uri: str | None = None
 
 
 class SweepFile(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    # a directory name of Tune's storage (file names have at most 255 bytes) and the
+    # default MLflow experiment name: 128 characters leave room for Tune's own suffixes
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_NAME)
     problem: dict[str, Any]
     algorithms: list[str | dict[str, Any]] = Field(min_length=1)
     algorithm: dict[str, Any] = {}
@@ -159,9 +184,10 @@ class SweepFile(_Strict):
             raise ValueError(f"algorithm names must be unique, got {names} "
                              "(sweep a hyperparameter with search.grid instead)")
         unknown = [n for n in names if n not in ALGORITHMS]
-        if unknown:
-            raise ValueError(f"algorithm.name: unknown algorithm {unknown[0]!r}; allowed: "
-                             f"{sorted(ALGORITHMS)}")
+        if unknown:  # named by the sweep's own key, `algorithms`
+            problem = self.problem.get("name")
+            scope = f"for problem {problem!r}" if problem in PROBLEMS else ""
+            raise ValueError(f"algorithms: {unknown_name('algorithm', unknown[0], fitting_algorithms(problem), sorted(ALGORITHMS), scope)}")
         if any(s < 0 for s in self.seeds):
             raise ValueError(f"seeds must be >= 0, got {self.seeds}")
         every = self.tune.checkpoint_every
