@@ -62,3 +62,20 @@ def check_clients(clients_per_round: int | None, num_clients: int, problem: str)
         raise ConfigError(
             f"algorithm.clients_per_round must be <= {num_clients} (problem {problem!r} has "
             f"{num_clients} training clients), got {clients_per_round}")
+
+
+def check_cluster_fits(trials: dict[str, list[dict]], nodes: list[float], where: str) -> None:
+    """ConfigError unless every trial's placement-group bundles (`trials`: a description of
+    the trial, e.g. its backend keys -> its bundles [{"CPU": c}, ...]) can be placed on a
+    cluster whose nodes have `nodes` CPUs: each bundle on one node, all of them within the
+    cluster's CPUs. Tune would otherwise wait for the placement group without end."""
+    total, largest = sum(nodes), max(nodes, default=0.0)
+    for what, bundles in trials.items():
+        need = sum(b.get("CPU", 0.0) for b in bundles)
+        biggest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
+        if biggest > largest or need > total:
+            raise ConfigError(
+                f"a trial ({what}) needs {need:g} CPUs ({len(bundles)} bundles: "
+                f"{[b.get('CPU', 0.0) for b in bundles]}, the largest {biggest:g}), but {where} "
+                f"has {total:g} CPUs on {len(nodes)} node(s), at most {largest:g} on one; "
+                "lower backend.actors, backend.cpus_per_actor or tune.cpus_per_trial, or add nodes")

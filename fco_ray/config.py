@@ -32,7 +32,7 @@ class LocalBackendConfig(_Strict):
 class RayBackendConfig(_Strict):
     name: Literal["ray"]
     actors: int = Field(2, ge=1, description="long-lived client actors (each owns a shard)")
-    cpus_per_actor: float = Field(1.0, gt=0)
+    cpus_per_actor: float = Field(1.0, gt=0, allow_inf_nan=False)  # inf would wait forever
     placement: Literal["spread", "pack"] = "spread"
     chunk_size: int = Field(1024, ge=1)
     address: str | None = Field(None, description="the Ray cluster to join (host:port or "

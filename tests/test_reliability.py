@@ -5,6 +5,7 @@ import importlib.util
 import os
 import signal
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -359,3 +360,75 @@ def test_store_side_files_are_ignored_by_git_and_ray_uploads(tmp_path):
                                               logger=logging.getLogger("test"))
     kept = [n for n in [*names, "run.yaml"] if not any(f(tmp_path / n) for f in excluded)]
     assert kept == ["run.yaml"]
+
+
+# --- waits without end ---------------------------------------------------------------------------
+
+def test_impossible_cpu_requests_are_refused():
+    from fco_ray import ConfigError
+    from fco_ray.checks import check_cluster_fits
+
+    check_cluster_fits({"t": [{"CPU": 1.0}, {"CPU": 0.5}]}, [1.0, 1.0], "c")  # fits
+    with pytest.raises(ConfigError, match=r"a trial \(t\) needs 65 CPUs .* but c has 2 CPUs on 1 node"):
+        check_cluster_fits({"t": [{"CPU": 1.0}] + [{"CPU": 1.0}] * 64}, [2.0], "c")
+    with pytest.raises(ConfigError, match=r"the largest 4\), but c has 4 CPUs on 2 node.*at most 2 on one"):
+        check_cluster_fits({"t": [{"CPU": 4.0}]}, [2.0, 2.0], "c")
+
+
+def test_infinite_cpus_are_refused(capsys, workdir):
+    path = write(workdir / "s.yaml", changed(SWEEP, {"backend": {"name": "ray", "cpus_per_actor": float("inf")}}))
+    refused(capsys, ["sweep", str(path)], "backend.cpus_per_actor: Input should be a finite number")
+    path = write(workdir / "s.yaml", changed(SWEEP, {"tune.cpus_per_trial": float("inf")}))
+    refused(capsys, ["sweep", str(path)], "tune.cpus_per_trial: Input should be a finite number")
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("backend, fragment", [
+    ({"name": "ray", "actors": 64}, "needs 65 CPUs"), ({"name": "ray", "cpus_per_actor": 4}, "the largest 4")])
+def test_a_sweep_that_cannot_fit_the_local_cluster_fails_fast(capsys, workdir, backend, fragment):
+    import ray
+
+    path = write(workdir / "s.yaml", changed(SWEEP, {"backend": backend, "tracking": {"uri": f"sqlite:///{workdir}/m.db"}}))
+    started = time.monotonic()
+    refused(capsys, ["sweep", str(path), "--storage", str(workdir / "state")], fragment,
+            "the local Ray cluster has", "lower backend.actors")
+    assert time.monotonic() - started < 60 and not ray.is_initialized()
+    from mlflow import MlflowClient
+
+    assert not MlflowClient(f"sqlite:///{workdir}/m.db").search_runs(["0"])  # no parent run left
+
+
+@pytest.mark.parametrize("server", ["http", "silent"])
+def test_ray_address_at_a_port_that_is_not_ray_fails_fast(capsys, workdir, monkeypatch, server):
+    import http.server
+    import socket
+    import threading
+
+    if server == "http":
+        srv = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+        srv.RequestHandlerClass.log_message = lambda *a: None
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        port = srv.server_port
+    else:  # accepts and never answers
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        port = srv.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    path = write(workdir / "s.yaml", {**SWEEP, "tracking": {"uri": f"sqlite:///{workdir}/m.db"}})
+    started = time.monotonic()
+    assert main(["sweep", str(path), "--storage", str(workdir / "state")]) == 1
+    err = capsys.readouterr().err
+    assert time.monotonic() - started < 30
+    assert err.count("\n") == 1 and f"the server at '127.0.0.1:{port}'" in err
+    assert "is not a Ray cluster: a Ray head's GCS port speaks gRPC" in err
+    srv.shutdown() if server == "http" else srv.close()
+
+
+@pytest.mark.ray
+def test_a_real_ray_head_passes_the_protocol_check(ray_cluster):
+    import ray
+
+    from fco_ray.cluster import _check_listening
+
+    _check_listening(ray.get_runtime_context().gcs_address)

@@ -9,6 +9,7 @@ the same rows as before, and its MLflow child run continues after the last round
 """
 from __future__ import annotations
 
+import json
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -88,6 +89,7 @@ def _run_locked(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, re
                 echo) -> SweepOutcome:
     connection = connect()  # the cluster at RAY_ADDRESS, else a new local one on loopback
     try:
+        _check_resources(sweep, connection, echo)
         store = Store(sweep.tracking_uri)
         log = SweepLog(store, sweep.experiment, sweep.name, sweep.metric, sweep.mode,
                        sweep.source, resume)
@@ -141,6 +143,36 @@ def _run_locked(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, re
                             results.num_errors, best)
     finally:
         disconnect(connection)
+
+
+def _check_resources(sweep: Sweep, connection, echo) -> None:
+    """Every trial's placement group must fit the cluster, else Tune waits for it without
+    end. On the local cluster fco-ray started that is an error (exit 2); a joined cluster
+    may grow (an autoscaler), so there it is a warning."""
+    import ray
+
+    from ..checks import check_cluster_fits
+    from .trainable import trial_bundles
+
+    nodes = [n.get("Resources", {}).get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")]
+    trials, seen = {}, set()
+    for point in sweep.grid_points():  # only the backend matters: validated once per kind
+        section = json.dumps(sweep.trial_config(point)["backend"], sort_keys=True, default=str)
+        if section in seen:
+            continue
+        seen.add(section)
+        backend = sweep.run_config(point).backend
+        what = (f"backend.actors={backend.actors}, backend.cpus_per_actor={backend.cpus_per_actor:g}, "
+                if backend.name == "ray" else "backend local, ")
+        trials.setdefault(what + f"tune.cpus_per_trial={sweep.spec.tune.cpus_per_trial:g}",
+                          trial_bundles(backend, sweep.spec.tune.cpus_per_trial))
+    where = "the local Ray cluster" if connection.started else f"the Ray cluster at {connection.address}"
+    try:
+        check_cluster_fits(trials, nodes, where)
+    except ConfigError as e:
+        if connection.started:
+            raise
+        echo(f"warning: {e} (Tune waits until the cluster has them)")
 
 
 def _make_storage_dir(root: Path) -> None:

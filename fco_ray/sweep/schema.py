@@ -137,7 +137,8 @@ class TuneSettings(_Strict):
     grace_period: int | None = Field(None, ge=1, description="rounds before ASHA may stop a "
                                      "trial; default: a tenth of the rounds")
     reduction_factor: float = Field(3.0, gt=1)
-    cpus_per_trial: float = Field(1.0, gt=0, description="CPUs of the trial's own process")
+    cpus_per_trial: float = Field(1.0, gt=0, allow_inf_nan=False,
+                                  description="CPUs of the trial's own process")
     max_failures: int = Field(2, ge=0, description="reruns of a trial whose process failed "
                               "(killed, node lost, error); each resumes from its last checkpoint")
     checkpoint_every: int | None = Field(None, ge=0, description="rounds between trial "
