@@ -54,10 +54,15 @@ class TrackingConfig(_Strict):
         return v if v is None else check_tracking_uri(v)
 
 
+#: rounds of one run at most: the paper's longest runs have thousands; `rounds: 1e20` (a
+#: float YAML reads, taken as an integer) would never end
+MAX_ROUNDS = 10_000_000
+
+
 class RunConfig(_Strict):
     problem: SerializeAsAny[ProblemParams]
     algorithm: SerializeAsAny[Hyper]
-    rounds: int = Field(100, ge=1)
+    rounds: int = Field(100, ge=1, le=MAX_ROUNDS)
     eval_every: int = Field(10, ge=1)
     seed: int = Field(0, ge=0, lt=2**63)  # a 64-bit key part (fco_ray.random)
     divergence: float | None = Field(

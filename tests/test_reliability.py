@@ -432,3 +432,49 @@ def test_a_real_ray_head_passes_the_protocol_check(ray_cluster):
     from fco_ray.cluster import _check_listening
 
     _check_listening(ray.get_runtime_context().gcs_address)
+
+
+# --- bounded expansion -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"seeds": list(range(5_000))}, "seeds: List should have at most 1000 items"),
+    ({"search.grid": {"algorithm.client_lr": [10.0**-k for k in range(300)],
+                      "algorithm.local_steps": list(range(1, 101))}},
+     "the sweep expands to 60,000 configurations (fedmid: 30,000, feddualavg: 30,000: seeds (1) x "
+     "grid algorithm.client_lr (300) x algorithm.local_steps (100) x search.samples (1)); at most 20,000"),
+    ({"search.grid": {"algorithm.client_lr": [1e-3 * (1 + k) for k in range(1000)],
+                      "algorithm.local_steps": list(range(1, 1001))}}, "expands to 2,000,000 configurations"),
+    ({"search": {"random": {"algorithm.client_lr": {"loguniform": [1e-4, 1e-1]}}, "samples": 2_000_000}},
+     "search.samples: Input should be less than or equal to 20000"),
+    ({"tune.fuse_max": 20_000}, "tune.fuse_max: Input should be less than or equal to 1024"),
+    ({"rounds": 1e20}, "rounds: Unable to parse input string as an integer, exceeded maximum size"),
+    ({"rounds": 10**12}, "rounds: Input should be less than or equal to 10000000"),
+])
+def test_what_a_sweep_expands_to_is_bounded_before_anything_is_expanded(capsys, workdir, changes, fragment):
+    path = write(workdir / "s.yaml", changed(SWEEP, changes))
+    started = time.monotonic()
+    refused(capsys, ["sweep", str(path)], fragment)
+    assert time.monotonic() - started < 10  # refused by counting, not by expanding
+
+
+def test_run_rounds_are_bounded():
+    import fco_ray
+    from fco_ray import ConfigError
+
+    with pytest.raises(ConfigError, match="rounds: Input should be less than or equal to 10000000"):
+        fco_ray.run({**RUN, "rounds": 10**20})
+
+
+def test_trials_at_once_must_fit_in_memory_together(tmp_path):
+    """Each trial fits alone; the machine's CPUs would run 2 at once, which do not."""
+    from fco_ray import ConfigError
+    from fco_ray.sweep.schema import _check_sweep_memory, load_sweep
+
+    path = write(tmp_path / "s.yaml", changed(SWEEP, {"tune.max_concurrent": 2}))
+    sweep = load_sweep(path)
+    config = sweep.run_config(next(sweep.points()))
+    one = sum(config.problem.estimated_bytes().values())
+    _check_sweep_memory(sweep, [config], path, available=2 * one)  # fits exactly
+    with pytest.raises(ConfigError, match=r"2 trials at once .* need about .* set tune.max_concurrent "
+                                          r"to at most 1"):
+        _check_sweep_memory(sweep, [config], path, available=2 * one - 1)
