@@ -310,6 +310,57 @@ def check_tracking_uri(uri: str) -> str:
                              "or use sqlite:///PATH/mlflow.db or an MLflow server http://...")
     return uri
 
+#: a sweep's name: a directory of Tune's storage, a tag value in MLflow search filters
+SWEEP_NAME_PATTERN, MAX_SWEEP_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", 128
+
+
+def check_sweep_key(key: str, what: str = "sweep") -> str:
+    """`key` if it can name a sweep (or a parent run id); ConfigError otherwise, quoting it
+    in a bounded length. A quote in a name would break MLflow's search filter; no sweep can
+    have one (the sweep file's `name` follows the same rule)."""
+    if not isinstance(key, str) or len(key) > MAX_SWEEP_NAME or not re.match(SWEEP_NAME_PATTERN, key):
+        raise ConfigError(f"{what}: no sweep can be named {short_repr(key)}: sweep names are letters, "
+                          f"digits, '_', '.' and '-' (at most {MAX_SWEEP_NAME} characters, starting "
+                          "with a letter or digit)")
+    return key
+
+
+def check_sqlite_store(db: str | os.PathLike, write: bool) -> None:
+    """ConfigError (exit 2) unless `db`, if it exists, is an SQLite file MLflow can use: a
+    regular file (not a link to /dev/null, not a directory), writable with its directory
+    when fco-ray will `write` (SQLite adds its journal beside it; an immutable or read-only
+    file otherwise gives pages of tracebacks), and MLflow's own (another application's
+    database fails later with "no such column")."""
+    import sqlite3
+
+    db = Path(db)
+    if not (db.exists() or db.is_symlink()):
+        return
+    real = Path(os.path.realpath(db))
+    shown = f"{db}" + (f" (a link to {real})" if real != db.absolute() else "")
+    if not real.is_file():
+        kind = "a directory" if real.is_dir() else "missing" if not real.exists() else "not a regular file"
+        raise ConfigError(f"MLflow tracking database {shown}: {kind}; give the path of an SQLite file "
+                          "(sqlite:///PATH/mlflow.db)")
+    if write and not os.access(real, os.R_OK | os.W_OK):
+        raise ConfigError(f"MLflow tracking database {shown} is read-only (no write permission, or "
+                          "an immutable file); make it writable, or point tracking.uri elsewhere")
+    if write and not os.access(real.parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"MLflow tracking database {shown}: its directory {real.parent} is read-only; "
+                          "SQLite writes its journal beside the database")
+    try:
+        with sqlite3.connect(f"{real.as_uri()}?mode=ro", uri=True, timeout=10) as connection:
+            tables = {row[0] for row in connection.execute(
+                "select name from sqlite_master where type = 'table'")}
+        connection.close()
+    except sqlite3.Error:
+        return  # not SQLite at all: the store check says it cannot be opened
+    if tables and not {"experiments", "runs", "alembic_version"} <= tables:
+        raise ConfigError(f"MLflow tracking database {shown} is not an MLflow store: it holds "
+                          f"another application's tables {short_repr(sorted(tables))}; give "
+                          "another path")
+
+
 def check_private_tree(root: str | os.PathLike, what: str) -> None:
     """Refuse `root` unless only this user could have written anything in it: `root` and
     everything under it owned by this user, writable by no group or other user, no

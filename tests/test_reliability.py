@@ -478,3 +478,85 @@ def test_trials_at_once_must_fit_in_memory_together(tmp_path):
     with pytest.raises(ConfigError, match=r"2 trials at once .* need about .* set tune.max_concurrent "
                                           r"to at most 1"):
         _check_sweep_memory(sweep, [config], path, available=2 * one - 1)
+
+
+# --- unclear errors: exit 2 naming the file, line or key ------------------------------------------
+
+def _mlflow_db(path: Path) -> str:
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{path}"
+    MlflowClient(uri).search_experiments()  # creates the tables
+    return uri
+
+
+@pytest.mark.parametrize("case", ["other_application", "read_only", "dev_null_link", "directory"])
+def test_unusable_mlflow_database_files_name_the_reason(capsys, workdir, case):
+    import sqlite3
+
+    db = workdir / "mlflow.db"
+    fragment = {"other_application": "is not an MLflow store: it holds another application's tables ['notes']",
+                "read_only": "is read-only", "dev_null_link": "(a link to /dev/null): not a regular file",
+                "directory": ": a directory"}[case]
+    if case == "other_application":
+        with sqlite3.connect(db) as connection:
+            connection.execute("create table notes (x text)")
+        connection.close()
+    elif case == "read_only":
+        _mlflow_db(db)
+        if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode:
+            pytest.skip("chattr +i is not permitted here")
+    elif case == "dev_null_link":
+        os.symlink("/dev/null", db)
+    else:
+        db.mkdir()
+    capsys.readouterr()  # MLflow's own lines while it made the database
+    try:
+        run = write(workdir / "run.yaml", {**RUN, "tracking": {"uri": f"sqlite:///{db}"}})
+        refused(capsys, ["run", str(run)], f"MLflow tracking database {db}", fragment)
+        if case != "read_only":  # reading a read-only store is fine
+            refused(capsys, ["runs", "x", "--tracking-uri", f"sqlite:///{db}"], fragment)
+    finally:
+        if case == "read_only":
+            subprocess.run(["chattr", "-i", str(db)])
+
+
+@pytest.mark.parametrize("key", ["x" * 10_000, "it's", 'a"b', "a b", "../x"])
+def test_sweep_names_that_no_sweep_can_have(capsys, workdir, key):
+    uri = _mlflow_db(workdir / "mlflow.db")
+    capsys.readouterr()
+    for command in ("runs", "report"):
+        err = refused(capsys, [command, key, "--tracking-uri", uri], f"{command}: no sweep can be named")
+        assert len(err) < 400  # never the whole argument
+
+
+def test_report_reads_the_sweep_artifact_with_the_bounded_loader(tmp_path):
+    """A hostile sweep.yaml artifact on a parent run: a Python tag or an alias bomb is a
+    ConfigError naming the run, never executed or expanded."""
+    from mlflow import MlflowClient
+
+    from fco_ray import ConfigError
+    from fco_ray.report.data import _sweep_file
+
+    client = MlflowClient(_mlflow_db(tmp_path / "mlflow.db"))
+    run = client.create_run(client.create_experiment("x", artifact_location=(tmp_path / "a").as_uri()))
+    marker = tmp_path / "pwned"
+    client.log_text(run.info.run_id, f"name: !!python/object/apply:os.system ['touch {marker}']\n",
+                    "sweep.yaml")
+    with pytest.raises(ConfigError, match=f"sweep parent run {run.info.run_id}: .*could not determine a constructor"):
+        _sweep_file(client, run.info.run_id)
+    assert not marker.exists()
+
+
+def test_address_space_limit_counts_as_memory(monkeypatch):
+    """Under `ulimit -v` the memory estimate compares with the address space left."""
+    import resource
+
+    from fco_ray import limits
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    used = limits._address_space_used()
+    assert used > 0
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (used + 2**20, hard) if which == resource.RLIMIT_AS
+                        else (soft, hard))
+    assert limits.available_bytes() <= 2**20

@@ -21,7 +21,7 @@ from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 
 from ..config import ConfigError
-from ..files import MAX_CONFIG_BYTES, parse_yaml, read_text
+from ..files import MAX_CONFIG_BYTES, check_sweep_key, parse_yaml, read_text
 from ..tracking import (ALGORITHM, PARENT, ROLE, SWEEP, Store, best_per_algorithm, filter_tags,
                         trials_frame)
 
@@ -117,6 +117,7 @@ def _matching(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
 
 def find_parent(client: MlflowClient, key: str) -> Run:
     """The parent run with id `key`, else the latest parent run of the sweep named `key`."""
+    check_sweep_key(key, "report")  # a quote would break the search filter below
     if RUN_ID.match(key):
         try:
             return client.get_run(key)

@@ -30,13 +30,14 @@ from ..algorithms import ALGORITHMS
 from ..checks import check_clients, fitting_algorithms, unknown_name
 from ..config import MAX_ROUNDS, RunConfig, apply_overrides, load_yaml, parse_run, validate_model
 from ..errors import ConfigError, short_repr
+from ..files import MAX_SWEEP_NAME, SWEEP_NAME_PATTERN
 from ..fused import fusable
 from ..problems import PROBLEMS, build_problem
 from ..strict import no_bool_numbers
 from ..tracking import default_uri
 
 FIXED_POINT_KEYS = ("algorithm.name", "seed")
-MAX_NAME = 128  # characters of a sweep name
+MAX_NAME = MAX_SWEEP_NAME  # characters of a sweep name
 # What a sweep may expand to, checked by arithmetic before anything is expanded (Tune keeps
 # an object per trial in the driver; 1000 x 1000 grid points took minutes and gigabytes
 # just to validate). The paper's largest sweep (E5) has 2,250 configurations.
@@ -167,7 +168,7 @@ class SweepTracking(_Strict):
 class SweepFile(_Strict):
     # a directory name of Tune's storage (file names have at most 255 bytes) and the
     # default MLflow experiment name: 128 characters leave room for Tune's own suffixes
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_NAME)
+    name: str = Field(pattern=SWEEP_NAME_PATTERN, max_length=MAX_NAME)
     problem: dict[str, Any]
     algorithms: list[str | dict[str, Any]] = Field(min_length=1)
     algorithm: dict[str, Any] = {}
