@@ -560,3 +560,23 @@ def test_address_space_limit_counts_as_memory(monkeypatch):
     monkeypatch.setattr(resource, "getrlimit", lambda which: (used + 2**20, hard) if which == resource.RLIMIT_AS
                         else (soft, hard))
     assert limits.available_bytes() <= 2**20
+
+
+def test_a_cached_optimum_whose_header_claims_10_12_floats_is_solved_again(tmp_path, monkeypatch):
+    """Never allocated (np.load would raise MemoryError): the header is read first."""
+    import numpy as np
+
+    from fco_ray.problems.text import _load_cached_vector
+
+    good = tmp_path / "good.npy"
+    np.save(good, np.arange(5.0))
+    np.testing.assert_array_equal(_load_cached_vector(good, 5), np.arange(5.0))
+    assert _load_cached_vector(good, 6) is None
+    huge = tmp_path / "huge.npy"
+    huge.write_bytes(good.read_bytes().replace(b"(5,)", b"(10" + b"0" * 11 + b",)", 1))
+    assert b"1000000000000," in huge.read_bytes()
+    assert _load_cached_vector(huge, 10**12) is None  # shorter than its header: not loaded
+    assert _load_cached_vector(huge, 5) is None
+    truncated = tmp_path / "short.npy"
+    truncated.write_bytes(good.read_bytes()[:-8])
+    assert _load_cached_vector(truncated, 5) is None
