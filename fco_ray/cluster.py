@@ -180,7 +180,7 @@ def _check_grpc(connection: socket.socket, address: str, timeout_s: float) -> No
             why = "it closed the connection" if not head else f"it answered {head[:40]!r}"
         elif head[3] != 4:  # frame type 4: SETTINGS
             why = f"it answered {head!r}, not HTTP/2"
-    except socket.timeout:
+    except TimeoutError:
         why = f"it did not answer within {timeout_s:g} s"
     except OSError as e:
         why = f"the connection failed ({e})"

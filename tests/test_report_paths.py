@@ -19,7 +19,7 @@ from .test_report import make_sweep
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("mlflow")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    client, pid, _ = make_sweep(uri, root / "mlartifacts", client_lrs=[0.01], server_lrs=[1.0])
+    _, pid, _ = make_sweep(uri, root / "mlartifacts", client_lrs=[0.01], server_lrs=[1.0])
     return {"uri": uri, "pid": pid}
 
 

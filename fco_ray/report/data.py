@@ -12,7 +12,6 @@ import json
 import re
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
