@@ -73,6 +73,7 @@ def cmd_run(args) -> int:
 
         problem = make_problem(cfg)  # its data must be readable before MLflow is touched
         check_clients(cfg.algorithm.clients_per_round, problem.num_clients, cfg.problem.name)
+        _check_local_cluster(cfg.backend)
     except ConfigError as e:
         raise ConfigError(f"{args.file}: {e}") from None
     store = run_id = None
@@ -124,6 +125,24 @@ def cmd_run(args) -> int:
         _next_steps(store.uri, run_url(ui_base(store.uri), store.experiment_id(cfg.tracking.experiment,
                                                                                 create=False), run_id))
     return EXIT_OK
+
+
+def _check_local_cluster(backend) -> None:
+    """The ray backend's actors must fit the local cluster `fco-ray run` would start (no
+    RAY_ADDRESS): this machine's CPUs. Else exit 2 now, not after the backend's wait for a
+    placement group that can never be granted. (A joined cluster may grow: not checked.)"""
+    from .cluster import requested_address
+
+    if backend.name != "ray" or (backend.address or requested_address()) is not None:
+        return
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():  # this process's cluster is used as it is
+        return
+    from .checks import check_cluster_fits
+
+    check_cluster_fits({f"backend.actors={backend.actors}, backend.cpus_per_actor="
+                        f"{backend.cpus_per_actor:g}": [{"CPU": backend.cpus_per_actor}] * backend.actors},
+                       [float(os.cpu_count() or 1)], "the local Ray cluster (this machine)")
 
 
 def _next_steps(uri: str, page: str, commands: list[str] = ()) -> None:

@@ -581,3 +581,19 @@ def test_a_cached_optimum_whose_header_claims_10_12_floats_is_solved_again(tmp_p
     truncated = tmp_path / "short.npy"
     truncated.write_bytes(good.read_bytes()[:-8])
     assert _load_cached_vector(truncated, 5) is None
+
+
+@pytest.mark.parametrize("backend, fragment", [
+    ({"name": "ray", "actors": 64}, "needs 64 CPUs"), ({"name": "ray", "cpus_per_actor": 4}, "the largest 4")])
+def test_a_run_whose_actors_cannot_fit_this_machine_fails_before_ray_starts(capsys, workdir, backend, fragment):
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("this process is already connected to a Ray cluster")
+    cpus = os.cpu_count()
+    if backend.get("actors", 2) * backend.get("cpus_per_actor", 1) <= cpus:
+        pytest.skip(f"this machine has {cpus} CPUs")
+    path = write(workdir / "run.yaml", {**RUN, "backend": backend})
+    started = time.monotonic()
+    refused(capsys, ["run", str(path), "--no-mlflow"], fragment, "the local Ray cluster (this machine)")
+    assert time.monotonic() - started < 30 and not ray.is_initialized()
