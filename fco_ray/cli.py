@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .runtime.files import ConfigError, apply_overrides, load_yaml
+from .runtime.errors import short_repr
+from .runtime.files import ConfigError, apply_overrides, check_sweep_key, load_yaml
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 SWEEP_ONLY_KEYS = {"algorithms", "search", "seeds", "tune", "name", "report"}
@@ -148,12 +149,13 @@ def add_runs(sub) -> None:
 
 def cmd_runs(args) -> int:
     name, experiment, uri = args.sweep, args.experiment, args.tracking_uri
-    if Path(args.sweep).suffix in (".yaml", ".yml") or Path(args.sweep).is_file():
+    if _is_sweep_file(args.sweep):
         from .sweep import read_sweep_file
 
         spec = read_sweep_file(args.sweep)
         name, experiment = spec.name, experiment or spec.tracking.experiment
         uri = uri or spec.tracking.uri
+    check_sweep_key(name, "runs")
     experiment = experiment or name
     uri = _existing_store(uri)
     from .tracking import Store, best_per_algorithm, children, find_parent, trials_frame
@@ -162,7 +164,7 @@ def cmd_runs(args) -> int:
     exp_id = store.experiment_id(experiment, create=False)
     parent = find_parent(store, exp_id, name) if exp_id is not None else None
     if parent is None:
-        raise ConfigError(f"no sweep {name!r} in MLflow experiment {experiment!r} at {store.uri}")
+        raise ConfigError(f"no sweep {name!r} in MLflow experiment {short_repr(experiment)} at {store.uri}")
     trials = trials_frame(children(store, parent))
     metric, mode = parent.data.tags["fco.metric"], parent.data.tags["fco.mode"]
     print(f"sweep {name}: parent run {parent.info.run_id} ({parent.info.status}), "
@@ -182,6 +184,14 @@ def cmd_runs(args) -> int:
     return EXIT_OK
 
 
+def _is_sweep_file(arg: str) -> bool:
+    """Whether a `runs` / `report` argument names a sweep file rather than a sweep."""
+    try:
+        return Path(arg).suffix in (".yaml", ".yml") or Path(arg).is_file()
+    except (OSError, ValueError):  # e.g. a name longer than a file name may be
+        return False
+
+
 def _existing_store(uri: str | None) -> str:
     """The tracking URI to read (`uri`, else MLFLOW_TRACKING_URI, else ./mlflow.db), if it
     names an MLflow store that exists: reading (runs, report) must never create an empty
@@ -194,9 +204,13 @@ def _existing_store(uri: str | None) -> str:
     except ValueError as e:
         raise ConfigError(str(e)) from None
     db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
-    if db is not None and not Path(db).is_file():
+    if db is not None and not (Path(db).exists() or Path(db).is_symlink()):
         raise ConfigError(f"no MLflow database at {db} (give --tracking-uri, or run in the "
                           "directory the sweep ran in)")
+    if db is not None:
+        from .runtime.files import check_sqlite_store
+
+        check_sqlite_store(db, write=False)
     return uri
 
 
@@ -247,11 +261,12 @@ def cmd_report(args) -> int:
     from .report import render_report
 
     sweep, uri = args.sweep, args.tracking_uri
-    if Path(sweep).suffix in (".yaml", ".yml") or Path(sweep).is_file():
+    if _is_sweep_file(sweep):
         from .sweep import read_sweep_file
 
         spec = read_sweep_file(sweep)
         sweep, uri = spec.name, uri or spec.tracking.uri
+    check_sweep_key(sweep, "report")  # a name or a parent run id (32 hex digits) alike
     index = render_report(sweep, tracking_uri=_existing_store(uri), out_dir=args.out,
                           dashboard=args.dashboard, ui_url=args.mlflow_ui)
     print(f"report: {index} (also attached to the sweep's parent run under report/)")
@@ -288,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         print("fco-ray: interrupted", file=sys.stderr)
         return EXIT_FAILED
     except Exception as e:  # noqa: BLE001 - the CLI's contract: one line, exit code 1
-        print(f"fco-ray: error: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"fco-ray: error: {type(e).__name__}: {ConfigError(str(e))}", file=sys.stderr)  # bounded
         return EXIT_FAILED
 
 

@@ -91,7 +91,10 @@ def check_store(uri: str, timeout: float = 10.0) -> None:
             raise TrackingUnavailable(f"MLflow tracking server {uri} is not reachable ({reason}); "
                                       f"start the server, {elsewhere}") from None
     elif uri.startswith("sqlite:///"):
+        from .runtime.files import check_sqlite_store
+
         db = Path(uri[len("sqlite:///"):])
+        check_sqlite_store(db, write=True)
         try:
             db.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.closing(sqlite3.connect(db, timeout=timeout)) as connection:

@@ -87,7 +87,7 @@ class InfeasibleError(AssertionError):
     """A model lies outside its constraint set."""
 
 
-def check_feasible(psi: R.Blockwise, params: Params, where: str = "") -> None:
+def check_feasible(psi, params: dict, where: str = "") -> None:
     """Raise InfeasibleError unless every constrained block of `params` (batched or not)
     satisfies its constraint, i.e. psi(params) < inf (up to `fco_ray.ops.regularizers.FEASIBILITY_TOL`)."""
     for name, reg in psi.regs.items():

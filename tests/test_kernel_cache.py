@@ -22,6 +22,7 @@ if sys.argv[1] == "no-temp":
     def refuse(*args, **kwargs):
         raise PermissionError("no temporary directory")
     tempfile.mkdtemp = refuse
+    tempfile.tempdir = "/dev/null"  # nor a per-user directory in it
 import numba, numpy as np
 import fco_ray
 from fco_ray.ops import kernels
@@ -38,9 +39,11 @@ def _readonly_copy(tmp_path: Path) -> Path:
     return root
 
 
-def _run(tmp_path: Path, mode: str):
+def _run(tmp_path: Path, mode: str, site: Path | None = None):
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
-    env.update(HOME="/dev/null", PYTHONPATH=str(_readonly_copy(tmp_path)))
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env.update(HOME="/dev/null", PYTHONPATH=str(site or _readonly_copy(tmp_path)),
+               TMPDIR=str(tmp_path / "tmp"))
     done = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -52,6 +55,28 @@ def test_import_without_writable_cache_uses_a_private_temporary_one(tmp_path):
     (cache, where), bits = _run(tmp_path, "temp")
     assert cache == "True" and Path(where).name.startswith("fco-ray-numba-")
     assert np.array_equal(bits, keyed_bits(7, 2, 3, 4, np.arange(5, dtype=np.uint64), 3))
+
+
+def test_every_process_of_a_user_reuses_one_cache_directory(tmp_path):
+    """Not one new directory in /tmp per process: `<tmp>/fco-ray-numba-<uid>`, mode 0700."""
+    site = _readonly_copy(tmp_path)
+    wheres = [_run(tmp_path, "temp", site)[0][1] for _ in range(2)]
+    mine = tmp_path / "tmp" / f"fco-ray-numba-{os.getuid()}"
+    assert wheres == [str(mine)] * 2
+    assert [p.name for p in (tmp_path / "tmp").iterdir()] == [mine.name]
+    assert mine.stat().st_mode & 0o777 == 0o700 and any(mine.rglob("*.nbi"))  # the cache index
+
+
+def test_a_per_user_directory_others_could_write_is_not_used(tmp_path):
+    """Planted (here: mode 0777): never used (numba's index is a pickle); a new private
+    directory is used instead and removed when the process exits."""
+    planted = tmp_path / "tmp" / f"fco-ray-numba-{os.getuid()}"
+    planted.mkdir(parents=True)
+    planted.chmod(0o777)
+    (cache, where), _ = _run(tmp_path, "temp")
+    assert cache == "True" and where != str(planted) and Path(where).name.startswith("fco-ray-numba-")
+    assert not Path(where).exists()  # removed at exit
+    assert list(planted.iterdir()) == []
 
 
 def test_import_without_any_cache_directory_compiles_without_cache(tmp_path):

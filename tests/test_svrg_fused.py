@@ -1,4 +1,4 @@
-"""Fused step-size groups of the SVRG family (fco_ray/algorithms/svrg.py with fco_ray.fused):
+"""Fused step-size groups of the SVRG family (fco_ray/algorithms/svrg.py with fco_ray.core.group):
 the compiled group passes (kernels_sparse.*_group) against one call per member, and every
 member of a fused run against its own run (rows, status, communication counts; to 1e-12
 relative), with members that diverge mid-run, on the local backend and on Ray actors."""

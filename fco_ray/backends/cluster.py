@@ -148,11 +148,46 @@ def _check_listening(address: str, timeout_s: float = 10.0) -> None:
         raise ClusterError(f"Ray address {address!r} (from the address option or RAY_ADDRESS) "
                            "is not host:port or ray://host:port")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        connection = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
     except OSError as e:
         raise ClusterError(f"cannot connect to the Ray cluster at {address!r} (from the "
                            f"address option or RAY_ADDRESS): nothing accepts connections "
                            f"there ({e})") from None
+    with connection:
+        if os.environ.get("RAY_USE_TLS", "0") in ("0", "", "false"):
+            _check_grpc(connection, address, timeout_s)
+
+
+#: HTTP/2's client connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5)
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _check_grpc(connection: socket.socket, address: str, timeout_s: float) -> None:
+    """A Ray GCS port speaks gRPC (HTTP/2): to a client's preface it answers with a SETTINGS
+    frame. Anything else there (a web server, a database, a port that accepts and stays
+    silent) would keep `ray.init` retrying for minutes: refuse it within `timeout_s`."""
+    why = None
+    try:
+        connection.settimeout(timeout_s)
+        connection.sendall(_H2_PREFACE)
+        head = b""
+        while len(head) < 9:
+            chunk = connection.recv(9 - len(head))
+            if not chunk:
+                break
+            head += chunk
+        if len(head) < 9:
+            why = "it closed the connection" if not head else f"it answered {head[:40]!r}"
+        elif head[3] != 4:  # frame type 4: SETTINGS
+            why = f"it answered {head!r}, not HTTP/2"
+    except TimeoutError:
+        why = f"it did not answer within {timeout_s:g} s"
+    except OSError as e:
+        why = f"the connection failed ({e})"
+    if why is not None:
+        raise ClusterError(f"the server at {address!r} (from the address option or RAY_ADDRESS) "
+                           f"is not a Ray cluster: a Ray head's GCS port speaks gRPC, {why}; "
+                           "give the address `ray start --head` printed (port 6379 by default)")
 
 
 def _caused_by_authentication(error: BaseException) -> bool:

@@ -4,6 +4,10 @@ and what would fit, before any run starts (config parsing, sweep validation, the
 """
 from __future__ import annotations
 
+import difflib
+import os
+import sys
+
 from ..algorithms import ALGORITHMS
 from ..algorithms.base import PROBLEM_KINDS
 from ..runtime.errors import ConfigError
@@ -26,9 +30,70 @@ def check_fits(algorithm: str, kinds: frozenset[str], problem: str) -> None:
         f"algorithms for this problem: {fitting}")
 
 
+def fitting_algorithms(problem: str | None) -> list[str]:
+    """The registered algorithms that run on registered problem `problem` (all if unknown)."""
+    from .problems import PROBLEMS
+
+    spec = PROBLEMS.get(problem) if isinstance(problem, str) else None
+    if spec is None or problem == "custom":
+        return sorted(ALGORITHMS)
+    kinds = spec.params.problem_class.kinds
+    return sorted(name for name, cls in ALGORITHMS.items() if cls.supports & kinds)
+
+
+def unknown_name(what: str, name, allowed: list[str], every: list[str] | None = None,
+                 scope: str = "") -> str:
+    """The message for an unknown `what` (algorithm, problem) `name`: a "did you mean" from
+    the names that fit (`allowed`; else from `every` registered name, saying it does not
+    fit), then the names that fit (`scope` says where, e.g. "for problem 'lasso'")."""
+    from .errors import short_repr
+
+    text = f"unknown {what} {short_repr(name)}"
+    if isinstance(name, str) and len(name) <= 100:
+        close = difflib.get_close_matches(name.lower(), every or allowed, n=1, cutoff=0.6)
+        if close and close[0] in allowed:
+            text += f" (did you mean {close[0]!r}?)"
+        elif close:
+            text += f" ({close[0]!r} is close but does not fit {scope.removeprefix('for ')})"
+    return f"{text}; {what}s{' ' + scope if scope else ''}: {allowed}"
+
+
 def check_clients(clients_per_round: int | None, num_clients: int, problem: str) -> None:
     """clients_per_round (None = all) is at most the problem's training clients."""
     if clients_per_round is not None and clients_per_round > num_clients:
         raise ConfigError(
             f"algorithm.clients_per_round must be <= {num_clients} (problem {problem!r} has "
             f"{num_clients} training clients), got {clients_per_round}")
+
+
+def check_cluster_fits(trials: dict[str, list[dict]], nodes: list[float], where: str) -> None:
+    """ConfigError unless every trial's placement-group bundles (`trials`: a description of
+    the trial, e.g. its backend keys -> its bundles [{"CPU": c}, ...]) can be placed on a
+    cluster whose nodes have `nodes` CPUs: each bundle on one node, all of them within the
+    cluster's CPUs. Tune would otherwise wait for the placement group without end."""
+    total, largest = sum(nodes), max(nodes, default=0.0)
+    for what, bundles in trials.items():
+        need = sum(b.get("CPU", 0.0) for b in bundles)
+        biggest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
+        if biggest > largest or need > total:
+            raise ConfigError(
+                f"a trial ({what}) needs {need:g} CPUs ({len(bundles)} bundles: "
+                f"{[b.get('CPU', 0.0) for b in bundles]}, the largest {biggest:g}), but {where} "
+                f"has {total:g} CPUs on {len(nodes)} node(s), at most {largest:g} on one; "
+                "lower backend.actors, backend.cpus_per_actor or tune.cpus_per_trial, or add nodes")
+
+
+def check_local_cluster(backend) -> None:
+    """The ray backend's actors must fit the local cluster a run would start (no
+    RAY_ADDRESS): this machine's CPUs. Else exit 2 now, not after the backend's wait for a
+    placement group that can never be granted. (A joined cluster may grow: not checked.)"""
+    from ..backends.cluster import requested_address
+
+    if backend.name != "ray" or (backend.address or requested_address()) is not None:
+        return
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():  # this process's cluster is used as it is
+        return
+    check_cluster_fits({f"backend.actors={backend.actors}, backend.cpus_per_actor="
+                        f"{backend.cpus_per_actor:g}": [{"CPU": backend.cpus_per_actor}] * backend.actors},
+                       [float(os.cpu_count() or 1)], "the local Ray cluster (this machine)")

@@ -22,7 +22,7 @@ from ..problems import PROBLEMS, ProblemParams
 from ..runtime.errors import ConfigError, short_repr
 from ..runtime.files import check_tracking_uri
 from ..runtime.strict import no_bool_numbers
-from .checks import check_fits
+from .checks import check_fits, fitting_algorithms, unknown_name
 
 
 class _Strict(BaseModel):
@@ -38,7 +38,7 @@ class LocalBackendConfig(_Strict):
 class RayBackendConfig(_Strict):
     name: Literal["ray"]
     actors: int = Field(2, ge=1, description="long-lived client actors (each owns a shard)")
-    cpus_per_actor: float = Field(1.0, gt=0)
+    cpus_per_actor: float = Field(1.0, gt=0, allow_inf_nan=False)  # inf would wait forever
     placement: Literal["spread", "pack"] = "spread"
     chunk_size: int = Field(1024, ge=1)
     address: str | None = Field(None, description="the Ray cluster to join (host:port or "
@@ -60,10 +60,15 @@ class TrackingConfig(_Strict):
         return v if v is None else check_tracking_uri(v)
 
 
+#: rounds of one run at most: the paper's longest runs have thousands; `rounds: 1e20` (a
+#: float YAML reads, taken as an integer) would never end
+MAX_ROUNDS = 10_000_000
+
+
 class RunConfig(_Strict):
     problem: SerializeAsAny[ProblemParams]
     algorithm: SerializeAsAny[Hyper]
-    rounds: int = Field(100, ge=1)
+    rounds: int = Field(100, ge=1, le=MAX_ROUNDS)
     eval_every: int = Field(10, ge=1)
     seed: int = Field(0, ge=0, lt=2**63)  # a 64-bit key part (fco_ray.ops.random)
     divergence: float | None = Field(
@@ -131,12 +136,13 @@ def validate_model(model: type[BaseModel], raw: Any, prefix: str) -> BaseModel:
         raise ConfigError("; ".join(lines)) from None
 
 
-def _named(raw: Any, key: str, registry: dict) -> str:
+def _named(raw: Any, key: str, registry: dict, allowed: list[str] | None = None,
+           scope: str = "") -> str:
+    allowed = sorted(registry) if allowed is None else allowed
     if not isinstance(raw, dict) or "name" not in raw:
-        raise ConfigError(f"{key} must be a mapping with a 'name'; allowed names: {sorted(registry)}")
+        raise ConfigError(f"{key} must be a mapping with a 'name'; allowed names: {allowed}")
     if not isinstance(raw["name"], str) or raw["name"] not in registry:
-        raise ConfigError(f"{key}.name: unknown {key} {short_repr(raw['name'])}; "
-                          f"allowed: {sorted(registry)}")
+        raise ConfigError(f"{key}.name: {unknown_name(key, raw['name'], allowed, sorted(registry), scope)}")
     return raw["name"]
 
 
@@ -145,8 +151,11 @@ def parse_problem(raw: Any) -> ProblemParams:
     return validate_model(PROBLEMS[name].params, raw, "problem")
 
 
-def parse_algorithm(raw: Any) -> Hyper:
-    name = _named(raw, "algorithm", ALGORITHMS)
+def parse_algorithm(raw: Any, problem: str | None = None) -> Hyper:
+    """An algorithm section; an unknown name's message lists the algorithms that fit
+    `problem` (a registered name), with a "did you mean" among them."""
+    scope = f"for problem {problem!r}" if problem is not None else ""
+    name = _named(raw, "algorithm", ALGORITHMS, fitting_algorithms(problem), scope)
     return validate_model(ALGORITHMS[name].Hyper, raw, "algorithm")
 
 
@@ -160,7 +169,8 @@ def parse_run(raw: Any) -> RunConfig:
     if "problem" not in raw or "algorithm" not in raw:
         raise ConfigError("config needs both 'problem' and 'algorithm' sections")
     rest = {k: v for k, v in raw.items() if k not in ("problem", "algorithm")}
-    fields = {"problem": parse_problem(raw["problem"]), "algorithm": parse_algorithm(raw["algorithm"])}
+    problem = parse_problem(raw["problem"])
+    fields = {"problem": problem, "algorithm": parse_algorithm(raw["algorithm"], problem.name)}
     check_fits(fields["algorithm"].name, fields["problem"].problem_class.kinds, fields["problem"].name)
     try:
         return RunConfig.model_validate({**rest, **fields})

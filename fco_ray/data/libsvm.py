@@ -13,6 +13,7 @@ Nodes are ordered by id; a node's lines keep their file order.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,18 +21,54 @@ import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_files
 
 from ..ops.random import generator
+from ..runtime.errors import ConfigError
+from ..runtime.files import read_text, readable_file
 from .stores import SparseNodes, as_pm1
 
 SPLIT_TAG = 0x5B17
+MAX_GROUP_BYTES = 2**31  # a group file holds one short id per training line
 #: largest accepted feature index + 1: a model is a dense length-d vector (16.8 M features
 #: = 134 MB per float64 copy); a bigger index is far more likely a corrupted file
 MAX_FEATURES = 1 << 24
 
 
 def _check_file(path, what: str) -> str:
-    if not Path(path).is_file():
+    """`path` if it is a readable regular file: a directory, a FIFO (never opened: reading
+    one would block) or a device such as /dev/zero is an error naming what it is."""
+    if not Path(path).exists():
         raise ValueError(f"{what}: LIBSVM file not found: {path}")
-    return str(path)
+    try:
+        return str(readable_file(path, f"{what} (LIBSVM file)"))
+    except ConfigError as e:
+        raise ValueError(str(e)) from None
+
+
+def _data_lines(path: str):
+    """(line number, bytes) of every data line of a LIBSVM file (scikit-learn's parser skips
+    blank lines and '#' comments)."""
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            data = line.split(b"#", 1)[0].strip()
+            if data:
+                yield number, data
+
+
+def _first_line(path: str, bad) -> int:
+    """The number of the first data line for which `bad(tokens)` holds (-1 if none)."""
+    return next((number for number, data in _data_lines(path) if bad(data.split())), -1)
+
+
+def _too_large(tokens: list[bytes]) -> bool:
+    """Whether a line holds a feature index >= 2^31 or a qid >= 2^63 (scikit-learn's parser
+    raises OverflowError, without a file or line)."""
+    for token in tokens[1:]:
+        key, _, value = token.partition(b":")
+        try:
+            if (key == b"qid" and abs(int(value)) >= 2**63) or (key != b"qid" and int(key) >= 2**31):
+                return True
+        except ValueError:
+            continue
+    return False
 
 
 def _drop_column(x: sp.csr_matrix, column: int, path: str) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -59,6 +96,16 @@ def _line_of(path: str, row: int) -> int:
     return -1
 
 
+def _one_based(paths: list[str]) -> bool:
+    """Whether scikit-learn read the files as 1-based: no file holds a feature index 0."""
+    zero = re.compile(rb"(?:^|[ \t])0:")
+    for path in paths:
+        with open(path, "rb") as f:
+            if any(zero.search(line.split(b"#", 1)[0]) for line in f):
+                return False
+    return True
+
+
 def _check_values(paths: list[str], loaded: list) -> None:
     """Finite values and labels, and feature indices below MAX_FEATURES, in every file:
     a ValueError naming the file and line otherwise (before anything of size d is made)."""
@@ -72,13 +119,16 @@ def _check_values(paths: list[str], loaded: list) -> None:
             row = int(bad_rows.min())
             raise ValueError(f"{path}, line {_line_of(path, row)}: a label or feature value is not "
                              "a finite number (NaN or inf)")
-        if x.shape[1] > MAX_FEATURES:
-            big = np.flatnonzero(x.indices >= MAX_FEATURES)
+        # a 1-based file (scikit-learn's "auto": no file holds index 0) whose largest index
+        # is 2^24 fills exactly MAX_FEATURES columns: still an index of 2^24, out of range
+        if x.shape[1] > MAX_FEATURES or (x.shape[1] == MAX_FEATURES and _one_based(paths)):
+            one = _one_based(paths)
+            big = np.flatnonzero(x.indices + one >= MAX_FEATURES)
             row = int(np.searchsorted(x.indptr, big[0], side="right") - 1) if len(big) else 0
-            column = int(x.indices[big[0]]) if len(big) else x.shape[1] - 1
-            raise ValueError(f"{path}, line {_line_of(path, row)}: a feature index maps to column "
-                             f"{column}, out of range: at most {MAX_FEATURES:,} features "
-                             f"(columns 0..{MAX_FEATURES - 1}) are accepted")
+            index = (int(x.indices[big[0]]) if len(big) else x.shape[1] - 1) + one
+            raise ValueError(f"{path}, line {_line_of(path, row)}: feature index {index:,} is out "
+                             f"of range: indices must be below 2^24 = {MAX_FEATURES:,} (the "
+                             "model is a dense vector of that length)")
 
 
 def read_libsvm(path, *, node_column: str | int | None = "qid", test_path=None):
@@ -92,9 +142,19 @@ def read_libsvm(path, *, node_column: str | int | None = "qid", test_path=None):
         paths.append(_check_file(test_path, "problem.test_path"))
     try:
         loaded = load_svmlight_files(paths, dtype=np.float64, query_id=True)
+    except OverflowError:
+        for p in paths:
+            line = _first_line(p, _too_large)
+            if line > 0:
+                raise ValueError(f"{p}, line {line}: a feature index >= 2^31 or a qid >= 2^63 "
+                                 f"(at most {MAX_FEATURES:,} features are accepted)") from None
+        raise ValueError(f"{' / '.join(paths)}: a number too large for a LIBSVM file") from None
     except ValueError as e:
         raise ValueError(f"{' / '.join(paths)}: not a valid LIBSVM file: {e}") from None
     x, y, qid = loaded[0], loaded[1], loaded[2]
+    for p, rows in zip(paths, loaded[0::3]):
+        if rows.shape[0] == 0:
+            raise ValueError(f"{p}: no data lines (the file is empty or holds only comments)")
     _check_values(paths, loaded)
     try:
         y = as_pm1(y)
@@ -103,9 +163,13 @@ def read_libsvm(path, *, node_column: str | int | None = "qid", test_path=None):
         raise ValueError(f"{' / '.join(paths)}: {e}") from None
     ids = None
     if node_column == "qid":
-        if not np.any(qid):
+        if len(qid) == 0:
             raise ValueError(f"{path}: no 'qid:' fields; give problem.node_column (a feature "
                              f"column) or problem.group_file")
+        if len(qid) != x.shape[0]:  # scikit-learn keeps only the qids given: no row of its own
+            line = _first_line(paths[0], lambda tokens: len(tokens) < 2 or not tokens[1].startswith(b"qid:"))
+            raise ValueError(f"{paths[0]}, line {line}: no 'qid:' field, while other lines have one "
+                             f"({len(qid)} of {x.shape[0]} lines); every line needs its node")
         ids = np.asarray(qid, dtype=np.int64)
     elif isinstance(node_column, (int, np.integer)):
         x, ids = _drop_column(sp.csr_matrix(x), int(node_column), paths[0])
@@ -119,8 +183,15 @@ def read_libsvm(path, *, node_column: str | int | None = "qid", test_path=None):
 def read_groups(group_file, rows: int) -> np.ndarray:
     """One node id per line (blank lines are errors); the ids' count must equal `rows`."""
     path = _check_file(group_file, "problem.group_file")
-    lines = Path(path).read_text().splitlines()
-    ids = np.array([line.strip() for line in lines])
+    try:  # UTF-8 (an error names the line); split on newlines only: str.splitlines would
+        # also split inside an id at a form feed, \x1c..\x1e or \u2028 and shift every later row
+        text = read_text(path, "problem.group_file", max_bytes=MAX_GROUP_BYTES)
+    except ConfigError as e:
+        raise ValueError(str(e)) from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    ids = np.array([line.rstrip("\r").strip(" \t") for line in lines])
     if len(ids) != rows:
         raise ValueError(f"{path}: {len(ids)} node ids for {rows} training lines; "
                          f"need exactly one id per line")

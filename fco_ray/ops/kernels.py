@@ -19,6 +19,10 @@ Benchmarks: benchmarks/README.md.
 """
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import stat
 import tempfile
 
 import numba
@@ -26,13 +30,39 @@ import numpy as np
 from numba import njit
 
 
+def _user_cache_dir() -> str:
+    """`<tmp>/fco-ray-numba-<uid>`: one cache per user, reused by every process (a new
+    directory per process filled /tmp). numba's cache index is a pickle, so the directory
+    is used only if it is this user's own and private: a real directory (not a link), owned
+    by this uid, mode 0700 (no one else can add files to it); /tmp's sticky bit keeps
+    others from replacing it. OSError otherwise."""
+    path = os.path.join(tempfile.gettempdir(), f"fco-ray-numba-{os.getuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise OSError(f"{path} is not a private directory of this user")
+    return path
+
+
+def _private_temporary_dir() -> str:
+    """A new private directory (mkdtemp: mode 0700, unpredictable name), removed when the
+    process exits."""
+    path = tempfile.mkdtemp(prefix="fco-ray-numba-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def _disk_cache() -> bool:
     """Whether the kernels can be cached on disk. numba looks in NUMBA_CACHE_DIR, in
     __pycache__ next to this file and in the user's cache directory; when none is writable
     it raises at decoration time ("no locator available"), which would make importing
-    fco_ray fail. Then the cache goes to a new private temporary directory (mkdtemp: mode
-    0700, unpredictable name -- numba's cache index is a pickle, so never a shared fixed
-    path), or, if even that fails, kernels are compiled in each process without a cache."""
+    fco_ray fail. Then the cache goes to this user's private directory in the temporary
+    directory (`_user_cache_dir`, shared by the user's processes), else to a new private
+    temporary directory removed at exit, or, if even that fails, kernels are compiled in
+    each process without a cache."""
 
     def probe():
         return 0
@@ -42,12 +72,14 @@ def _disk_cache() -> bool:
         return True
     except RuntimeError:
         pass
-    try:
-        numba.config.CACHE_DIR = tempfile.mkdtemp(prefix="fco-ray-numba-")
-        njit(cache=True)(probe)
-        return True
-    except (OSError, RuntimeError):
-        return False
+    for where in (_user_cache_dir, _private_temporary_dir):
+        try:
+            numba.config.CACHE_DIR = where()
+            njit(cache=True)(probe)
+            return True
+        except (OSError, RuntimeError):
+            numba.config.CACHE_DIR = ""
+    return False
 
 
 CACHE = _disk_cache()

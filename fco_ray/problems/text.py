@@ -79,6 +79,28 @@ def scatter_rows(x: sp.csr_matrix, coef: np.ndarray, owner: np.ndarray, clients:
     return flat.reshape(clients, d)
 
 
+def _load_cached_vector(path: Path, dim: int) -> np.ndarray | None:
+    """The float64 vector of length `dim` in .npy file `path`, else None. The header is read
+    first: a file whose header claims another shape (e.g. 10^12 floats) is never loaded
+    (np.load would try to allocate it: MemoryError), nor one shorter than its header says."""
+    try:
+        with open(path, "rb") as f:
+            fmt = np.lib.format
+            read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(
+                fmt.read_magic(f))
+            if read is None:
+                return None
+            shape, _, dtype = read(f)
+            if shape != (dim,) or dtype != np.dtype(np.float64) or dtype.hasobject:
+                return None
+            if os.fstat(f.fileno()).st_size - f.tell() != 8 * dim:  # truncated or padded
+                return None
+            data = np.fromfile(f, dtype=np.float64, count=dim)
+    except (OSError, ValueError, EOFError):
+        return None
+    return data if data.shape == (dim,) else None
+
+
 def optimum_cache_dir() -> Path | None:
     """$FCO_RAY_CACHE/optima (default ~/.cache/fco_ray/optima); FCO_RAY_CACHE=off disables."""
     root = os.environ.get("FCO_RAY_CACHE", str(Path.home() / ".cache" / "fco_ray"))
@@ -309,10 +331,7 @@ class SparseTextLogReg(Problem):
         path = None if path is None else path / f"{data_fingerprint(self.train, self.lam)}.npy"
         w, iterations = None, 0
         if path is not None and path.is_file():
-            try:
-                w = np.load(path)
-            except (OSError, ValueError):
-                w = None  # unreadable: solve again
+            w = _load_cached_vector(path, self.train.dim)  # None: unreadable, solve again
             if w is not None and (w.shape != (self.train.dim,) or not np.all(np.isfinite(w))):
                 w = None
             if w is not None:

@@ -34,6 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..runtime.errors import ConfigError
+from ..runtime.files import path_inside
 from ..tracking import DEFAULT_UI, compare_url, run_url, trials_url, ui_base
 from .dashboard import (
     Curve,
@@ -255,7 +256,8 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
     listed = dash.table if dash.table is not None else [c.metric for c in curves]
     table_metrics = [m for m in dict.fromkeys([metric, *listed]) if m in logged]  # ranked first
     table = _best_table(best, data.params(), table_metrics)
-    out = Path(out_dir) if out_dir is not None else Path.cwd() / "reports" / _slug(data.name)
+    out = (Path(out_dir) if out_dir is not None
+           else path_inside(Path.cwd() / "reports", _slug(data.name), "sweep name"))
     base = ui_base(data.client.tracking_uri, ui_url)
     experiment_id = data.parent.info.experiment_id
     links = {r: run_url(base, experiment_id, r) for r in trials.get("run_id", [])}
@@ -305,31 +307,58 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
     return out / "index.html"
 
 
-def _previous_files(out: Path) -> list[str]:
+def _previous_files(out: Path) -> list[Path]:
     """The files an earlier rendering wrote to `out` (from its report.json), else none: a
-    folder we did not write is never cleaned."""
+    folder we did not write is never cleaned. Every listed name must be a path strictly
+    inside `out` (`files.path_inside`): a manifest naming anything else (an absolute path,
+    `..`, a link out of the folder) is refused as a whole, before anything is deleted."""
+    manifest_path = out / "report.json"
+    if manifest_path.is_symlink():  # ours is a plain file: never read one planted elsewhere
+        raise ConfigError(f"{manifest_path} is a symbolic link; a report folder's report.json "
+                          "is a plain file (remove the link)")
     try:
-        manifest = json.loads((out / "report.json").read_text())
+        manifest = json.loads(manifest_path.read_text())
     except (OSError, ValueError):
         return []
     if not isinstance(manifest, dict) or "parent_run_id" not in manifest:
         return []
     listed = manifest.get("files")
     if listed is None:  # written before report.json listed its files
-        listed = [*FIXED_FILES, *(v for f in manifest.get("figures", []) for k, v in f.items()
-                                  if k in ("png", "data"))]
-    return [f for f in listed if isinstance(f, str) and ".." not in Path(f).parts]
+        listed = [*FIXED_FILES, *(v for f in manifest.get("figures", []) if isinstance(f, dict)
+                                  for k, v in f.items() if k in ("png", "data"))]
+    if not isinstance(listed, list):
+        raise ConfigError(f"{manifest_path}: 'files' must be a list of file names, got "
+                          f"{type(listed).__name__}")
+    try:
+        return [path_inside(out, f, "file listed in report.json") for f in listed]
+    except ConfigError as e:
+        raise ConfigError(f"{e} ({manifest_path} was not written by fco-ray as it is: delete it "
+                          "if you did not write it)") from None
 
 
 def _replace_local(stage: Path, out: Path) -> None:
-    """Copy this rendering to `out`, first removing what an earlier rendering put there."""
-    for name in _previous_files(out):
-        (out / name).unlink(missing_ok=True)
+    """Copy this rendering to `out`, first removing what an earlier rendering put there.
+    Every path written or deleted goes through `files.path_inside`: nothing outside `out`."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"report folder {out} is a file, not a folder (give --out a folder)")
+    new = [f.relative_to(stage) for f in sorted(stage.rglob("*")) if f.is_file()]
+    targets = [path_inside(out, str(rel), "report file") for rel in new]  # all checked first
+    for old in _previous_files(out):
+        if old.is_symlink() or old.is_file():
+            old.unlink()
     images = out / "images"
-    if images.is_dir() and not any(images.iterdir()):
+    if images.is_dir() and not images.is_symlink() and not any(images.iterdir()):
         images.rmdir()
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(stage, out, dirs_exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"report folder {out} cannot be created ({e.strerror or e})") from None
+    for rel, target in zip(new, targets):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target = path_inside(out, str(rel), "report file")  # again: its folder exists now
+        if target.is_symlink():  # a link (inside the folder) is replaced, never written through
+            target.unlink()
+        shutil.copyfile(stage / rel, target)
 
 
 def _replace_artifacts(data: SweepData, stage: Path) -> None:

@@ -12,16 +12,15 @@ import json
 import re
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 from mlflow import MlflowClient
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 
 from ..runtime.errors import ConfigError
+from ..runtime.files import MAX_CONFIG_BYTES, check_sweep_key, parse_yaml, read_text
 from ..tracking import (
     ALGORITHM,
     PARENT,
@@ -125,6 +124,7 @@ def _matching(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
 
 def find_parent(client: MlflowClient, key: str) -> Run:
     """The parent run with id `key`, else the latest parent run of the sweep named `key`."""
+    check_sweep_key(key, "report")  # a quote would break the search filter below
     if RUN_ID.match(key):
         try:
             return client.get_run(key)
@@ -144,9 +144,15 @@ def find_parent(client: MlflowClient, key: str) -> Run:
 def _sweep_file(client: MlflowClient, run_id: str) -> dict:
     if "sweep.yaml" not in {f.path for f in client.list_artifacts(run_id)}:
         return {}
+    # an artifact is input like any file: the bounded reader and loader (size, UTF-8,
+    # aliases, no Python objects), its errors a ConfigError naming the run
     with tempfile.TemporaryDirectory() as tmp:
-        text = Path(client.download_artifacts(run_id, "sweep.yaml", tmp)).read_text()
-    loaded = yaml.safe_load(text)
+        local = client.download_artifacts(run_id, "sweep.yaml", tmp)
+        try:
+            loaded = parse_yaml(read_text(local, "sweep.yaml artifact", MAX_CONFIG_BYTES),
+                                f"run {run_id} sweep.yaml")
+        except ConfigError as e:
+            raise ConfigError(f"sweep parent run {run_id}: {e}") from None
     return loaded if isinstance(loaded, dict) else {}
 
 

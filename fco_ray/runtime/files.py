@@ -11,7 +11,9 @@ imports anything heavy, so a missing file or a YAML error is reported at once.
 """
 from __future__ import annotations
 
+import copy
 import os
+import re
 import stat
 from contextlib import contextmanager
 from pathlib import Path
@@ -75,6 +77,36 @@ def reading(path: str | os.PathLike, what: str = "file", expected: str | None = 
         hint = f"; expected {expected}" if expected else ""
         raise ConfigError(f"{path}: {what} cannot be read ({type(e).__name__}: "
                           f"{str(e)[:300]}){hint}") from None
+
+
+def path_inside(folder: str | os.PathLike, name, what: str = "file") -> Path:
+    """`folder / name`, if `name` is a relative path that stays strictly inside `folder` --
+    also once the symbolic links already on disk are followed --, else a ConfigError.
+
+    The one gate for every path fco-ray writes or deletes that comes from a file, an artifact
+    or a name (a report's manifest, an MLflow tag, a sweep name): an absolute path, `..`, an
+    empty name or a link out of the folder can never make it act on a file elsewhere (a
+    cloned repository may carry a hostile `reports/<sweep>/report.json`)."""
+    text = os.fspath(name) if isinstance(name, (str, os.PathLike)) else None
+    why = None
+    if not text or "\x00" in text:
+        why = "is not a file name"
+    else:
+        rel = Path(text)
+        if rel.is_absolute() or rel.drive:
+            why = "is an absolute path"
+        elif ".." in rel.parts:
+            why = "goes up with '..'"
+        else:
+            root = Path(os.path.realpath(folder))
+            target = Path(os.path.realpath(Path(folder) / rel))
+            if root not in target.parents:
+                why = (f"resolves to {target}" + (" (through a symbolic link)" if target != root
+                                                  else "") + ", not a path inside it")
+    if why is not None:
+        raise ConfigError(f"{folder}: {what} {short_repr(name)} {why}; refusing to write or "
+                          "delete anything outside the folder")
+    return Path(folder) / rel
 
 
 MAX_CONFIG_BYTES = 2**20  # a config file is kilobytes
@@ -149,6 +181,32 @@ class _ConfigLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# YAML 1.1 (PyYAML) reads `1e-3` as text (its floats need a dot) and `1:20` as the base-60
+# number 80. A config means neither: `1e-3` is a float as in YAML 1.2, and a base-60 number
+# is an error naming its line (quote it if it is text, e.g. a time of day).
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
+def _not_base_60(construct):
+    def checked(loader, node):
+        if ":" in str(node.value):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value} is a base-60 number in YAML 1.1 (= "
+                f"{construct(loader, node)}); write the number itself, or quote it if it is text",
+                node.start_mark)
+        return construct(loader, node)
+    return checked
+
+
+_ConfigLoader.add_constructor("tag:yaml.org,2002:int",
+                              _not_base_60(yaml.constructor.SafeConstructor.construct_yaml_int))
+_ConfigLoader.add_constructor("tag:yaml.org,2002:float",
+                              _not_base_60(yaml.constructor.SafeConstructor.construct_yaml_float))
+
+
 def _yaml_error(path: Path, e: yaml.YAMLError) -> str:
     """One line: file:line:column, what is wrong and, for tags, what is allowed."""
     mark = getattr(e, "problem_mark", None)
@@ -183,14 +241,15 @@ def load_yaml(path: str | Path) -> dict:
 
 def apply_overrides(raw: dict, assignments: list[str]) -> dict:
     """Apply `key.path=value` overrides (values parsed as YAML scalars) to a nested dict."""
-    out = yaml.safe_load(yaml.safe_dump(raw))  # deep copy of plain data
+    out = copy.deepcopy(raw)  # plain data (a YAML round trip took seconds for a 1 MB file)
     for item in assignments:
         if "=" not in item:
-            raise ConfigError(f"--set expects key.path=value, got {item!r}")
+            raise ConfigError(f"--set expects key.path=value, got {short_repr(item)}")
         path, text = item.split("=", 1)
-        keys = [k for k in path.strip().split(".") if k]
-        if not keys:
-            raise ConfigError(f"--set expects key.path=value, got {item!r}")
+        keys = path.strip().split(".")
+        if not all(k.strip() for k in keys):  # `a..b`, `.a`, `a.`: never repaired silently
+            raise ConfigError(f"--set {short_repr(path)}: a key path is names joined by single "
+                              "dots (e.g. algorithm.client_lr=0.01); this one has an empty part")
         try:
             value = parse_yaml(text, f"--set {path}")
         except ConfigError as e:
@@ -205,18 +264,102 @@ def apply_overrides(raw: dict, assignments: list[str]) -> dict:
 
 
 
-#: MLflow store URI schemes (a bare word would silently become a file store directory)
-TRACKING_SCHEMES = ("sqlite", "http", "https", "file", "postgresql", "mysql", "mssql", "databricks")
+#: MLflow store URI schemes fco-ray accepts (a bare word would silently become a file store
+#: directory; MLflow 3 refuses `file://` stores itself: its file store is in maintenance mode)
+TRACKING_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks")
+#: the Python module SQLAlchemy loads for a database URI `scheme+driver://` (first: no driver)
+DB_DRIVERS = {"postgresql": "psycopg2", "postgresql+psycopg2": "psycopg2",
+              "postgresql+psycopg": "psycopg", "postgresql+pg8000": "pg8000",
+              "mysql": "MySQLdb", "mysql+mysqldb": "MySQLdb", "mysql+pymysql": "pymysql",
+              "mysql+mysqlconnector": "mysql.connector", "mssql": "pyodbc",
+              "mssql+pyodbc": "pyodbc", "mssql+pymssql": "pymssql"}
 
 
 def check_tracking_uri(uri: str) -> str:
-    """`uri` if it names an MLflow store (ValueError otherwise)."""
-    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
-    if scheme not in TRACKING_SCHEMES or len(uri) > 4096:
-        raise ValueError(f"tracking URI {short_repr(uri)} is not an MLflow store URI; use one "
+    """`uri` if it names an MLflow store that keeps what is logged (ValueError otherwise):
+    a known scheme; for SQLite a file (`sqlite:///PATH`), never an in-memory database that
+    would lose every run at exit; for a database server, its driver importable."""
+    import importlib.util
+
+    scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
+    if scheme.split("+", 1)[0] not in TRACKING_SCHEMES or len(uri) > 4096:
+        hint = (" (MLflow 3 no longer opens file stores: use sqlite:///PATH/mlflow.db)"
+                if scheme == "file" else "")
+        raise ValueError(f"tracking URI {short_repr(uri)} is not an MLflow store URI{hint}; use one "
                          f"of the schemes {list(TRACKING_SCHEMES)}, e.g. sqlite:///PATH/mlflow.db "
                          "or http://127.0.0.1:5000")
+    if scheme == "sqlite":
+        path, _, query = uri[len("sqlite:"):].partition("?")
+        if path in ("", "//", "///") or ":memory:" in path or "mode=memory" in query:
+            raise ValueError(f"tracking URI {short_repr(uri)} is an in-memory SQLite database: "
+                             "nothing logged would be kept; give a file, e.g. "
+                             "sqlite:///mlflow.db (relative) or sqlite:////abs/path/mlflow.db")
+        if not path.startswith("///"):
+            raise ValueError(f"tracking URI {short_repr(uri)}: a SQLite file needs three slashes "
+                             f"(sqlite:///{path.lstrip('/')} for a path relative to the working "
+                             "directory, four for an absolute one)")
+    module = DB_DRIVERS.get(scheme)
+    if module is not None:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ValueError(f"tracking URI {short_repr(uri)}: its database driver (Python module "
+                             f"{module!r}) is not installed in this environment; install it, "
+                             "or use sqlite:///PATH/mlflow.db or an MLflow server http://...")
     return uri
+
+#: a sweep's name: a directory of Tune's storage, a tag value in MLflow search filters
+SWEEP_NAME_PATTERN, MAX_SWEEP_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", 128
+
+
+def check_sweep_key(key: str, what: str = "sweep") -> str:
+    """`key` if it can name a sweep (or a parent run id); ConfigError otherwise, quoting it
+    in a bounded length. A quote in a name would break MLflow's search filter; no sweep can
+    have one (the sweep file's `name` follows the same rule)."""
+    if not isinstance(key, str) or len(key) > MAX_SWEEP_NAME or not re.match(SWEEP_NAME_PATTERN, key):
+        raise ConfigError(f"{what}: no sweep can be named {short_repr(key)}: sweep names are letters, "
+                          f"digits, '_', '.' and '-' (at most {MAX_SWEEP_NAME} characters, starting "
+                          "with a letter or digit)")
+    return key
+
+
+def check_sqlite_store(db: str | os.PathLike, write: bool) -> None:
+    """ConfigError (exit 2) unless `db`, if it exists, is an SQLite file MLflow can use: a
+    regular file (not a link to /dev/null, not a directory), writable with its directory
+    when fco-ray will `write` (SQLite adds its journal beside it; an immutable or read-only
+    file otherwise gives pages of tracebacks), and MLflow's own (another application's
+    database fails later with "no such column")."""
+    import sqlite3
+
+    db = Path(db)
+    if not (db.exists() or db.is_symlink()):
+        return
+    real = Path(os.path.realpath(db))
+    shown = f"{db}" + (f" (a link to {real})" if real != db.absolute() else "")
+    if not real.is_file():
+        kind = "a directory" if real.is_dir() else "missing" if not real.exists() else "not a regular file"
+        raise ConfigError(f"MLflow tracking database {shown}: {kind}; give the path of an SQLite file "
+                          "(sqlite:///PATH/mlflow.db)")
+    if write and not os.access(real, os.R_OK | os.W_OK):
+        raise ConfigError(f"MLflow tracking database {shown} is read-only (no write permission, or "
+                          "an immutable file); make it writable, or point tracking.uri elsewhere")
+    if write and not os.access(real.parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"MLflow tracking database {shown}: its directory {real.parent} is read-only; "
+                          "SQLite writes its journal beside the database")
+    try:
+        with sqlite3.connect(f"{real.as_uri()}?mode=ro", uri=True, timeout=10) as connection:
+            tables = {row[0] for row in connection.execute(
+                "select name from sqlite_master where type = 'table'")}
+        connection.close()
+    except sqlite3.Error:
+        return  # not SQLite at all: the store check says it cannot be opened
+    if tables and not {"experiments", "runs", "alembic_version"} <= tables:
+        raise ConfigError(f"MLflow tracking database {shown} is not an MLflow store: it holds "
+                          f"another application's tables {short_repr(sorted(tables))}; give "
+                          "another path")
+
 
 def check_private_tree(root: str | os.PathLike, what: str) -> None:
     """Refuse `root` unless only this user could have written anything in it: `root` and

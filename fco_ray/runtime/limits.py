@@ -33,7 +33,7 @@ def _cgroup_room() -> int | None:
 
 def available_bytes() -> int:
     """Memory this process can still allocate without swapping: the kernel's MemAvailable,
-    or less under a cgroup limit."""
+    or less under a cgroup limit or an address-space limit (`ulimit -v`)."""
     try:
         import psutil
 
@@ -42,7 +42,34 @@ def available_bytes() -> int:
         meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
         free = int(meminfo["MemAvailable"].split()[0]) * 1024
     room = _cgroup_room()
-    return free if room is None else min(free, room)
+    free = free if room is None else min(free, room)
+    space = _address_space_room()
+    return free if space is None else min(free, space)
+
+
+def _address_space_used() -> int:
+    """This process's virtual memory size in bytes (Linux /proc/self/statm; 0 elsewhere)."""
+    try:
+        import resource
+
+        pages = int(Path("/proc/self/statm").read_text().split()[0])
+        return pages * resource.getpagesize()
+    except (OSError, ValueError, IndexError, ImportError):
+        return 0
+
+
+def _address_space_room() -> int | None:
+    """Address space left under `ulimit -v` (RLIMIT_AS), if there is such a limit: an
+    allocation past it fails with MemoryError however much memory the machine has free."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, ValueError, OSError):
+        return None
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return max(soft - _address_space_used(), 0)
 
 
 def human(n: float) -> str:

@@ -9,6 +9,7 @@ the same rows as before, and its MLflow child run continues after the last round
 """
 from __future__ import annotations
 
+import json
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from ..runtime.files import check_private_tree
 from ..tracking import Store, SweepLog, TrackingUnavailable, check_store
 from .logging import MLflowLogger, tune_loggers
 from .schema import Sweep, load_sweep
+from .storage import StorageFull, StorageGuard, check_room, sweep_lock
 from .trainable import TrialResources, train_trial, trial_dirname, trial_name
 
 SWEEP_COPY = "fco_sweep.yaml"  # the resolved sweep kept with Tune's state, checked on resume
@@ -78,8 +80,16 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                               f"sweep being resumed ({kept}); resume with the same file and values")
     check_store(sweep.tracking_uri)  # fail fast: before Ray starts and any trial runs
     _make_storage_dir(root)  # and before the MLflow parent run exists
+    check_room(root)  # a full disk would truncate Tune's state (storage.py)
+    with sweep_lock(root, sweep.name):  # one live driver per sweep name and storage
+        return _run_locked(sweep, path, root, exp_dir, resolved, resume, echo)
+
+
+def _run_locked(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: bool,
+                echo) -> SweepOutcome:
     connection = connect()  # the cluster at RAY_ADDRESS, else a new local one on loopback
     try:
+        _check_resources(sweep, connection, echo)
         store = Store(sweep.tracking_uri)
         log = SweepLog(store, sweep.experiment, sweep.name, sweep.metric, sweep.mode,
                        sweep.source, resume)
@@ -96,7 +106,8 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                                tune_config=tune_config(sweep),
                                run_config=tune.RunConfig(
                                    name=sweep.name, storage_path=str(root),
-                                   callbacks=[logger, *tune_loggers()], verbose=0,
+                                   callbacks=[logger, StorageGuard(str(root)), *tune_loggers()],
+                                   verbose=0,
                                    # every checkpoint is kept (~10 per trial, each one
                                    # state of the trial's models): with num_to_keep=1 Tune
                                    # deletes the previous one before its experiment state
@@ -114,6 +125,10 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             raise SweepInterrupted(
                 f"sweep {sweep.name} stopped: {e}; the rounds logged so far are kept: once "
                 f"the store works, finish it with: fco-ray sweep {path} --resume") from None
+        except StorageFull as e:
+            raise SweepInterrupted(
+                f"sweep {sweep.name} stopped: {e}; its state is kept: once space is freed, "
+                f"finish it with: fco-ray sweep {path} --resume") from None
         ended = results.num_terminated + results.num_errors
         if ended < sweep.num_tune_trials():  # Tune stopped early (e.g. Ctrl-C)
             raise SweepInterrupted(
@@ -130,6 +145,36 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                             results.num_errors, best)
     finally:
         disconnect(connection)
+
+
+def _check_resources(sweep: Sweep, connection, echo) -> None:
+    """Every trial's placement group must fit the cluster, else Tune waits for it without
+    end. On the local cluster fco-ray started that is an error (exit 2); a joined cluster
+    may grow (an autoscaler), so there it is a warning."""
+    import ray
+
+    from ..core.checks import check_cluster_fits
+    from .trainable import trial_bundles
+
+    nodes = [n.get("Resources", {}).get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")]
+    trials, seen = {}, set()
+    for point in sweep.grid_points():  # only the backend matters: validated once per kind
+        section = json.dumps(sweep.trial_config(point)["backend"], sort_keys=True, default=str)
+        if section in seen:
+            continue
+        seen.add(section)
+        backend = sweep.run_config(point).backend
+        what = (f"backend.actors={backend.actors}, backend.cpus_per_actor={backend.cpus_per_actor:g}, "
+                if backend.name == "ray" else "backend local, ")
+        trials.setdefault(what + f"tune.cpus_per_trial={sweep.spec.tune.cpus_per_trial:g}",
+                          trial_bundles(backend, sweep.spec.tune.cpus_per_trial))
+    where = "the local Ray cluster" if connection.started else f"the Ray cluster at {connection.address}"
+    try:
+        check_cluster_fits(trials, nodes, where)
+    except ConfigError as e:
+        if connection.started:
+            raise
+        echo(f"warning: {e} (Tune waits until the cluster has them)")
 
 
 def _make_storage_dir(root: Path) -> None:

@@ -27,15 +27,29 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..algorithms import ALGORITHMS
-from ..core.config import RunConfig, parse_run, validate_model
+from ..core.checks import fitting_algorithms, unknown_name
+from ..core.config import MAX_ROUNDS, RunConfig, parse_run, validate_model
 from ..core.plan import build, check_problem
 from ..core.plan import groups as config_groups
+from ..problems import PROBLEMS
 from ..runtime.errors import ConfigError, short_repr
-from ..runtime.files import apply_overrides, load_yaml
+from ..runtime.files import (
+    MAX_SWEEP_NAME,
+    SWEEP_NAME_PATTERN,
+    apply_overrides,
+    load_yaml,
+)
 from ..runtime.strict import no_bool_numbers
 from ..tracking import default_uri
 
-FIXED_POINT_KEYS = ("algorithm.name", "seed")  # set by `algorithms` and `seeds`, not `search`
+FIXED_POINT_KEYS = ("algorithm.name", "seed")
+MAX_NAME = MAX_SWEEP_NAME  # characters of a sweep name
+# What a sweep may expand to, checked by arithmetic before anything is expanded (Tune keeps
+# an object per trial in the driver; 1000 x 1000 grid points took minutes and gigabytes
+# just to validate). The paper's largest sweep (E5) has 2,250 configurations.
+MAX_CONFIGURATIONS = 20_000  # MLflow child runs of one sweep
+MAX_SEEDS = 1_000
+MAX_FUSE = 1_024  # configurations per fused trial  # set by `algorithms` and `seeds`, not `search`
 
 
 class _Strict(BaseModel):
@@ -48,7 +62,7 @@ class Distribution(_Strict):
 
     loguniform: tuple[float, float] | None = None
     uniform: tuple[float, float] | None = None
-    choice: list[Any] | None = Field(None, min_length=1)
+    choice: list[Any] | None = Field(None, min_length=1, max_length=1000)
 
     @model_validator(mode="after")
     def _exactly_one(self):
@@ -88,7 +102,8 @@ class Distribution(_Strict):
 class Search(_Strict):
     grid: dict[str, list[Any]] = {}
     random: dict[str, Distribution] = {}
-    samples: int = Field(1, ge=1, description="random draws (each one crossed with the grid)")
+    samples: int = Field(1, ge=1, le=MAX_CONFIGURATIONS,
+                         description="random draws (each one crossed with the grid)")
     seed: int = Field(0, ge=0, description="seed of the random search")
 
     @model_validator(mode="after")
@@ -96,6 +111,13 @@ class Search(_Strict):
         for key, values in self.grid.items():
             if not values:
                 raise ValueError(f"grid {key!r} has no values")
+            seen: dict = {}
+            for value in values:
+                same = _grid_identity(value)
+                if same in seen:  # each would be a trial of its own: twice the same trial
+                    raise ValueError(f"grid {key!r} lists {short_repr(seen[same])} and "
+                                     f"{short_repr(value)}: the same value twice (each value once)")
+                seen[same] = value
         both = set(self.grid) & set(self.random)
         if both:
             raise ValueError(f"keys both in grid and random: {sorted(both)}")
@@ -108,6 +130,19 @@ class Search(_Strict):
         return self
 
 
+def _grid_identity(value):
+    """What makes two grid values the same trial: numbers by value (1 == 1.0), text that
+    reads as a number like that number (0.01 and "0.01"), anything else by its JSON."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ("number", float(value))
+    if isinstance(value, str):
+        try:
+            return ("number", float(value))
+        except ValueError:
+            return ("text", value)
+    return ("json", json.dumps(value, sort_keys=True, default=str))
+
+
 class TuneSettings(_Strict):
     metric: str = "train_loss"
     mode: Literal["min", "max"] = "min"
@@ -116,7 +151,8 @@ class TuneSettings(_Strict):
     grace_period: int | None = Field(None, ge=1, description="rounds before ASHA may stop a "
                                      "trial; default: a tenth of the rounds")
     reduction_factor: float = Field(3.0, gt=1)
-    cpus_per_trial: float = Field(1.0, gt=0, description="CPUs of the trial's own process")
+    cpus_per_trial: float = Field(1.0, gt=0, allow_inf_nan=False,
+                                  description="CPUs of the trial's own process")
     max_failures: int = Field(2, ge=0, description="reruns of a trial whose process failed "
                               "(killed, node lost, error); each resumes from its last checkpoint")
     checkpoint_every: int | None = Field(None, ge=0, description="rounds between trial "
@@ -124,22 +160,27 @@ class TuneSettings(_Strict):
                                          "default: about a tenth of the rounds")
     fuse: bool = Field(True, description="run configurations that differ only in real-valued "
                        "hyperparameters of one algorithm as one fused Tune trial (fco_ray.core.group)")
-    fuse_max: int = Field(64, ge=1, description="configurations per fused trial at most")
+    fuse_max: int = Field(64, ge=1, le=MAX_FUSE, description="configurations per fused trial "
+                          "at most (each member keeps its own models in the trial's memory)")
 
 
 class SweepTracking(_Strict):
-    experiment: str | None = Field(None, min_length=1, description="default: the sweep name")
+    # MLflow keeps experiment names in a 256-character column (as RunConfig's tracking)
+    experiment: str | None = Field(None, min_length=1, max_length=256,
+                                   description="default: the sweep name")
     uri: str | None = None
 
 
 class SweepFile(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    # a directory name of Tune's storage (file names have at most 255 bytes) and the
+    # default MLflow experiment name: 128 characters leave room for Tune's own suffixes
+    name: str = Field(pattern=SWEEP_NAME_PATTERN, max_length=MAX_NAME)
     problem: dict[str, Any]
     algorithms: list[str | dict[str, Any]] = Field(min_length=1)
     algorithm: dict[str, Any] = {}
     search: Search = Search()
-    seeds: list[int] = Field([0], min_length=1)
-    rounds: int = Field(100, ge=1)
+    seeds: list[int] = Field([0], min_length=1, max_length=MAX_SEEDS)
+    rounds: int = Field(100, ge=1, le=MAX_ROUNDS)
     eval_every: int = Field(10, ge=1)
     divergence: float | None = RunConfig.model_fields["divergence"].default  # checked per trial
     backend: dict[str, Any] = {"name": "local"}
@@ -159,9 +200,10 @@ class SweepFile(_Strict):
             raise ValueError(f"algorithm names must be unique, got {names} "
                              "(sweep a hyperparameter with search.grid instead)")
         unknown = [n for n in names if n not in ALGORITHMS]
-        if unknown:
-            raise ValueError(f"algorithm.name: unknown algorithm {unknown[0]!r}; allowed: "
-                             f"{sorted(ALGORITHMS)}")
+        if unknown:  # named by the sweep's own key, `algorithms`
+            problem = self.problem.get("name")
+            scope = f"for problem {problem!r}" if problem in PROBLEMS else ""
+            raise ValueError(f"algorithms: {unknown_name('algorithm', unknown[0], fitting_algorithms(problem), sorted(ALGORITHMS), scope)}")
         if any(s < 0 for s in self.seeds):
             raise ValueError(f"seeds must be >= 0, got {self.seeds}")
         every = self.tune.checkpoint_every
@@ -171,6 +213,7 @@ class SweepFile(_Strict):
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct (a repeated seed repeats the same trial), "
                              f"got {self.seeds}")
+        self._check_size(names)
         searched = {*self.search.grid, *self.search.random}
         for entry in [self.algorithm, *(a for a in self.algorithms if isinstance(a, dict))]:
             fixed = sorted(f"algorithm.{k}" for k in entry if f"algorithm.{k}" in searched)
@@ -183,6 +226,25 @@ class SweepFile(_Strict):
                 raise ValueError(f"unknown key 'algorithm.{key}': a hyperparameter of none of "
                                  f"{names}; allowed keys here: {allowed}")
         return self
+
+
+    def _check_size(self, names: list[str]) -> None:
+        """The configurations the sweep expands to, counted without expanding it."""
+        grid, parts, total = self.search.grid, [], 0
+        for name in names:
+            count = len(self.seeds) * self.search.samples
+            for key, values in grid.items():
+                if not key.startswith("algorithm.") or has_hyper(name, key.split(".", 1)[1]):
+                    count *= len(values)
+            total += count
+            parts.append(f"{name}: {count:,}")
+        if total > MAX_CONFIGURATIONS:
+            axes = " x ".join(f"{k} ({len(v)})" for k, v in grid.items()) or "no grid"
+            raise ValueError(
+                f"the sweep expands to {total:,} configurations ({', '.join(parts[:5])}"
+                f"{', ...' if len(parts) > 5 else ''}: seeds ({len(self.seeds)}) x grid {axes} x "
+                f"search.samples ({self.search.samples})); at most {MAX_CONFIGURATIONS:,} per "
+                "sweep: search fewer values, or split it into several sweeps")
 
 
 def has_hyper(algorithm: str, key: str) -> bool:
@@ -394,8 +456,39 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
         by_problem.setdefault(json.dumps(section, sort_keys=True), []).append((point, cfg))
     for trials in by_problem.values():
         _check_against_problem(sweep, trials, path)
+    _check_sweep_memory(sweep, [trials[0][1] for trials in by_problem.values()], path)
     _check_report(spec, path)
     return sweep
+
+
+def _check_sweep_memory(sweep: Sweep, configs: list[RunConfig], path: Path,
+                        available: int | None = None) -> None:
+    """The trials that run at once on this machine must fit its memory together: each builds
+    its own problem (`ProblemParams.estimated_bytes`, checked alone when it is built). At
+    once: `tune.max_concurrent`, else as many as this machine's CPUs allow (on a joined
+    cluster, RAY_ADDRESS, trials spread over its nodes: not checked here)."""
+    import os
+
+    from ..runtime.limits import available_bytes, human
+
+    settings = sweep.spec.tune
+    if settings.max_concurrent is None and os.environ.get("RAY_ADDRESS", "").strip() not in ("", "local"):
+        return
+    estimates = [(sum(parts.values()), cfg) for cfg in configs
+                 if (parts := cfg.problem.estimated_bytes())]
+    if not estimates:
+        return
+    per_trial, cfg = max(estimates, key=lambda item: item[0])
+    slots = settings.max_concurrent or max(1, int((os.cpu_count() or 1) // settings.cpus_per_trial))
+    at_once = min(slots, sweep.num_tune_trials())
+    available = available_bytes() if available is None else available
+    if at_once > 1 and at_once * per_trial > available:
+        fits = max(1, available // per_trial)
+        raise ConfigError(f"{path}: {at_once} trials at once (tune.max_concurrent="
+                          f"{settings.max_concurrent}, {os.cpu_count()} CPUs) need about "
+                          f"{human(at_once * per_trial)} of memory, {human(per_trial)} each for problem "
+                          f"{cfg.problem.name!r}, more than the {human(available)} available; set "
+                          f"tune.max_concurrent to at most {fits}")
 
 
 def _check_report(spec: SweepFile, path: Path) -> None:
