@@ -32,7 +32,7 @@ def check_fits(algorithm: str, kinds: frozenset[str], problem: str) -> None:
 
 def fitting_algorithms(problem: str | None) -> list[str]:
     """The registered algorithms that run on registered problem `problem` (all if unknown)."""
-    from .problems import PROBLEMS
+    from ..problems import PROBLEMS
 
     spec = PROBLEMS.get(problem) if isinstance(problem, str) else None
     if spec is None or problem == "custom":
@@ -46,7 +46,7 @@ def unknown_name(what: str, name, allowed: list[str], every: list[str] | None = 
     """The message for an unknown `what` (algorithm, problem) `name`: a "did you mean" from
     the names that fit (`allowed`; else from `every` registered name, saying it does not
     fit), then the names that fit (`scope` says where, e.g. "for problem 'lasso'")."""
-    from .errors import short_repr
+    from ..runtime.errors import short_repr
 
     text = f"unknown {what} {short_repr(name)}"
     if isinstance(name, str) and len(name) <= 100:
