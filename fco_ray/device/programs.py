@@ -1,0 +1,255 @@
+"""The client work of one round for a group of G members, as one jitted JAX program.
+
+Each program runs the K local steps of the round's C clients for all G members with
+`lax.fori_loop` (arrays (C, G, *block): client c, member g), draws the minibatch rows and
+the operator noise from the keyed generator (`fco_ray.device.keys`, the CPU engine's
+numbers), and returns the weighted sum over clients of each message, (G, ...). The update
+rules are those of fco_ray/algorithms/composite.py and saddle.py, written with the same
+floating-point operations in the same order (e.g. a step `axpy(-lr, g, z)` is
+`(-lr) * g + z`, a threshold `(lr * t) * lam`), so a run's history equals the CPU engine's
+up to the summation order of matrix products (tests/test_device.py: 1e-9 relative).
+
+Per-member numbers (client rates, lams, the broadcast step counters t / etat) are (G,)
+arrays; they enter as `_m(v, ndim)`, shaped to broadcast over (C, G, *block).
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from . import keys
+
+# stream tags of fco_ray.random (kept here as plain numbers: the device path must not
+# import the host's numba kernels to trace)
+BATCH, NOISE, NOISE2 = 1, 2, 3
+
+
+def _m(v, ndim: int):
+    """A (G,) per-member value shaped to broadcast over a (C, G, *block) array of `ndim` axes."""
+    return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _wsum(weights, v):
+    """sum_c weights[c] * v[c] for v (C, G, ...): the backend's weighted sum, on the device."""
+    return jnp.tensordot(weights, v, axes=1)
+
+
+# ---- proximal operators and projections (fco_ray/prox.py, fco_ray/regularizers.py) -------
+def soft_threshold(x, tau):
+    """x - clip(x, -tau, tau) (`prox.soft_threshold`'s floats)."""
+    return x - jnp.clip(x, -tau, tau)
+
+
+def thin_svd(x):
+    """Thin SVD of a stack of matrices (..., m, p) through a QR of the thin matrix and the SVD
+    of its small triangular factor: x = Q R, R = U s V^T, so x = (Q U) s V^T. Batched SVDs
+    of small square matrices are fast on a GPU (Jacobi), those of tall ones are not; forming
+    the Gram matrix x^T x instead would square the condition number and lose the small
+    singular values' float64 precision."""
+    m, p = x.shape[-2:]
+    if m >= p:
+        q, r = jnp.linalg.qr(x)
+        u, s, vh = jnp.linalg.svd(r, full_matrices=False)
+        return q @ u, s, vh
+    q, r = jnp.linalg.qr(jnp.swapaxes(x, -1, -2))  # x^T = Q R, x = R^T Q^T
+    u, s, vh = jnp.linalg.svd(jnp.swapaxes(r, -1, -2), full_matrices=False)
+    return u, s, vh @ jnp.swapaxes(q, -1, -2)
+
+
+def prox_nuclear(x, tau, radius):
+    """`prox.prox_nuclear` with a spectral ball: U diag(min(max(s - tau, 0), radius)) V^T; a
+    matrix with tau = 0 already inside the ball is returned unchanged (as there)."""
+    u, s, vh = thin_svd(x)
+    tau = jnp.broadcast_to(tau, x.shape[:-2] + (1, 1))
+    out = (u * jnp.minimum(jnp.maximum(s - tau[..., 0], 0.0), radius)[..., None, :]) @ vh
+    inside = (tau[..., 0, 0] == 0) & (jnp.max(s, axis=-1) <= radius)
+    return jnp.where(inside[..., None, None], x, out)
+
+
+def polar(x):
+    """`regularizers._polar`: U V^T over the singular values s > 1e-12 max(s)."""
+    u, s, vh = thin_svd(x)
+    keep = s > 1e-12 * jnp.max(s, axis=-1, keepdims=True)
+    return (u * keep[..., None, :]) @ vh
+
+
+class Saddle:
+    """psi of the E5 bilinear problems on a (C, G, *block) stack: lam ||.|| + the ball of
+    radius D (l1 + box, or nuclear + spectral ball), one lam per member."""
+
+    def __init__(self, matrix: bool, lam, radius):
+        self.matrix, self.lam, self.radius = matrix, lam, radius
+
+    def prox(self, x, t):
+        """prox_{t psi}(x), t (G,): threshold t * lam, as `Regularizer.prox`."""
+        tau = _m(t * self.lam, x.ndim)
+        if self.matrix:
+            return prox_nuclear(x, tau, self.radius)
+        return jnp.clip(soft_threshold(x, tau), -self.radius, self.radius)
+
+    def project(self, x):
+        if self.matrix:
+            return prox_nuclear(x, jnp.zeros(()), self.radius)
+        return jnp.clip(x, -self.radius, self.radius)
+
+    def subgradient(self, x):
+        lam = _m(self.lam, x.ndim)
+        return lam * (polar(x) if self.matrix else jnp.sign(x))
+
+
+def _operator(a, b, x, y, matrix: bool):
+    """(A^T y, b - A x) of stacked points (`BilinearSaddle._operator`)."""
+    if matrix:
+        return jnp.einsum("nm,cgnp->cgmp", a, y), b - jnp.einsum("nm,cgmp->cgnp", a, x)
+    return y @ a, b - x @ a.T
+
+
+def _noisy_operator(a, b, x, y, matrix, sigma, seed, rnd, step, stream, ids):
+    """The operator plus sigma N(0, 1) per entry, one draw per client for its G members
+    (`BilinearSaddle.grad`: one draw of nx + ny numbers split x first)."""
+    gx, gy = _operator(a, b, x, y, matrix)
+    if sigma is None:
+        return gx, gy
+    c = x.shape[0]
+    nx, ny = x[0, 0].size, y[0, 0].size
+    noise = sigma * keys.normal(seed, rnd, step, stream, ids, nx + ny)
+    return (gx + noise[:, :nx].reshape((c, 1) + x.shape[2:]),
+            gy + noise[:, nx:].reshape((c, 1) + y.shape[2:]))
+
+
+def _clients(v, c: int):
+    """A member stack (G, ...) copied onto c clients: (C, G, ...)."""
+    return jnp.broadcast_to(v[None], (c,) + v.shape)
+
+
+@partial(jax.jit, static_argnames=("steps", "ergodic", "matrix", "noisy"))
+def feddualex(a, b, vx, vy, t, lr, lam, radius, sigma, seed, rnd, ids, weights, *,
+              steps: int, ergodic: bool, matrix: bool, noisy: bool):
+    """FeDualEx (saddle.FeDualEx.client_update) on a bilinear problem: returns the weighted
+    client sums of u = s_K - s_r (x, y) and, with `ergodic`, of each step's half-step dual
+    offset (G, K, *block)."""
+    c = ids.shape[0]
+    psi = Saddle(matrix, lam, radius)
+    sig = sigma if noisy else None
+    vx, vy = _clients(vx, c), _clients(vy, c)
+    lr_x, lr_y = _m(lr, vx.ndim), _m(lr, vy.ndim)
+    kk = steps if ergodic else 1
+
+    def body(k, carry):
+        ux, uy, hx, hy = carry
+        tk = t + k
+        zx, zy = psi.prox(vx - ux, lr * tk), psi.prox(vy - uy, lr * tk)
+        gx, gy = _noisy_operator(a, b, zx, zy, matrix, sig, seed, rnd, k, NOISE, ids)
+        halfx, halfy = lr_x * gx + ux, lr_y * gy + uy
+        zhx, zhy = psi.prox(vx - halfx, lr * (tk + 1)), psi.prox(vy - halfy, lr * (tk + 1))
+        gx, gy = _noisy_operator(a, b, zhx, zhy, matrix, sig, seed, rnd, k, NOISE2, ids)
+        ux, uy = lr_x * gx + ux, lr_y * gy + uy
+        if ergodic:
+            hx = hx.at[k].set(_wsum(weights, halfx))
+            hy = hy.at[k].set(_wsum(weights, halfy))
+        return ux, uy, hx, hy
+
+    zeros = (jnp.zeros_like(vx), jnp.zeros_like(vy),
+             jnp.zeros((kk,) + vx.shape[1:]), jnp.zeros((kk,) + vy.shape[1:]))
+    ux, uy, hx, hy = lax.fori_loop(0, steps, body, zeros)
+    out = {"x": _wsum(weights, ux), "y": _wsum(weights, uy)}
+    if ergodic:  # (K, G, ...) -> (G, K, ...), the layout of the CPU's aggregated message
+        out["halfdual_x"], out["halfdual_y"] = jnp.swapaxes(hx, 0, 1), jnp.swapaxes(hy, 0, 1)
+    return out
+
+
+@partial(jax.jit, static_argnames=("steps", "ergodic", "matrix", "noisy", "extra", "prox"))
+def primal_saddle(a, b, zx0, zy0, lr, lam, radius, sigma, seed, rnd, ids, weights, *,
+                  steps: int, ergodic: bool, matrix: bool, noisy: bool, extra: bool, prox: bool):
+    """FedMiP / Extra-step local SGD / PGDA (saddle.PrimalSaddle.client_update)."""
+    c = ids.shape[0]
+    psi = Saddle(matrix, lam, radius)
+    sig = sigma if noisy else None
+    zx0, zy0 = _clients(zx0, c), _clients(zy0, c)
+
+    def step(z, g, at):
+        lr_z = _m(lr, z.ndim)
+        if prox:
+            return psi.prox((-lr_z) * g + z, lr)
+        return psi.project((-lr_z) * (1.0 * psi.subgradient(at) + g) + z)
+
+    def body(k, carry):
+        zx, zy, sx, sy = carry
+        gx, gy = _noisy_operator(a, b, zx, zy, matrix, sig, seed, rnd, k, NOISE, ids)
+        hx, hy = step(zx, gx, zx), step(zy, gy, zy)
+        if extra:
+            gx, gy = _noisy_operator(a, b, hx, hy, matrix, sig, seed, rnd, k, NOISE2, ids)
+            zx, zy = step(zx, gx, hx), step(zy, gy, hy)
+        else:
+            zx, zy = hx, hy
+        return zx, zy, sx + hx, sy + hy
+
+    zx, zy, sx, sy = lax.fori_loop(0, steps, body, (zx0, zy0, jnp.zeros_like(zx0), jnp.zeros_like(zy0)))
+    out = {"x": _wsum(weights, zx - zx0), "y": _wsum(weights, zy - zy0)}
+    if ergodic:
+        out["zhalf_x"], out["zhalf_y"] = _wsum(weights, sx), _wsum(weights, sy)
+    return out
+
+
+@partial(jax.jit, static_argnames=("steps", "matrix", "noisy", "dual", "client_prox"))
+def composite_saddle(a, b, zx0, zy0, etat, lr, lam, radius, sigma, seed, rnd, ids, weights, *,
+                     steps: int, matrix: bool, noisy: bool, dual: bool, client_prox: bool):
+    """FedMiD (`dual` False: PrimalAveraging with prox steps) and FedDualAvg (`dual` True:
+    DualAveraging) on the saddle operator, one operator call per step (stream BATCH)."""
+    c = ids.shape[0]
+    psi = Saddle(matrix, lam, radius)
+    sig = sigma if noisy else None
+    zx0, zy0 = _clients(zx0, c), _clients(zy0, c)
+
+    def body(k, carry):
+        zx, zy = carry
+        if dual and client_prox:
+            wx, wy = psi.prox(zx, etat + lr * k), psi.prox(zy, etat + lr * k)
+        else:
+            wx, wy = zx, zy
+        gx, gy = _noisy_operator(a, b, wx, wy, matrix, sig, seed, rnd, k, BATCH, ids)
+        zx, zy = (-_m(lr, zx.ndim)) * gx + zx, (-_m(lr, zy.ndim)) * gy + zy
+        if not dual:  # FedMiD: w = prox_{lr psi}(w - lr g)
+            zx, zy = psi.prox(zx, lr), psi.prox(zy, lr)
+        return zx, zy
+
+    zx, zy = lax.fori_loop(0, steps, body, (zx0, zy0))
+    return {"x": _wsum(weights, zx - zx0), "y": _wsum(weights, zy - zy0)}
+
+
+@partial(jax.jit, static_argnames=("steps", "batch"))
+def least_squares(xrows, yrows, w0, b0, lr, pre, post, sub_lam, seed, rnd, ids, sizes, offsets,
+                  weights, *, steps: int, batch: int):
+    """The composite family's K local steps on a linear least-squares problem with an l1
+    penalty (`kernels.least_squares_steps`):
+
+        u = prox_{pre[k]}(w);  g = grad f_batch(u) (+ sub_lam sign(w));  w = prox_{post[k]}(w - lr g)
+
+    with thresholds `pre` (K, G) and `post` (K, G) already times lam, the minibatch rows of
+    client c at step k offsets[c] + integers(seed, rnd, k, BATCH, ids, sizes)[c] (shared by
+    its G members), and f the mean of (<x, u> + b - y)^2 over them. Returns the weighted
+    client sums of w_K - w_0 and b_K - b_0."""
+    c = ids.shape[0]
+    w, b = _clients(w0, c), _clients(b0, c)
+    step = -lr[None, :, None]
+    subl = sub_lam[None, :, None]
+
+    def body(k, carry):
+        w, b = carry
+        flat = keys.integers(seed, rnd, k, BATCH, ids, sizes, batch) + offsets[:, None]
+        xb, yb = xrows[flat], yrows[flat]  # (C, B, P), (C, B): one minibatch per client
+        t = pre[k][None, :, None]
+        at = w - jnp.clip(w, -t, t)  # the identity for t = 0
+        resid = (jnp.einsum("cbp,cgp->cgb", xb, at) + b[:, :, None] - yb[:, None, :]) / batch
+        g = jnp.einsum("cgb,cbp->cgp", resid, xb)  # half the gradient
+        v = step * (subl * jnp.sign(w) + 2.0 * g) + w
+        tp = post[k][None, :, None]
+        w = v - jnp.clip(v, -tp, tp)
+        b = step[..., 0] * (2.0 * resid.sum(axis=-1)) + b
+        return w, b
+
+    w, b = lax.fori_loop(0, steps, body, (w, b))
+    return {"w": _wsum(weights, w - _clients(w0, c)), "b": _wsum(weights, b - _clients(b0, c))}
