@@ -43,37 +43,76 @@ def soft_threshold(x, tau):
     return x - jnp.clip(x, -tau, tau)
 
 
-def thin_svd(x):
-    """Thin SVD of a stack of matrices (..., m, p) through a QR of the thin matrix and the SVD
-    of its small triangular factor: x = Q R, R = U s V^T, so x = (Q U) s V^T. Batched SVDs
-    of small square matrices are fast on a GPU (Jacobi), those of tall ones are not; forming
-    the Gram matrix x^T x instead would square the condition number and lose the small
-    singular values' float64 precision."""
+#: how the nuclear prox gets the singular values of a stack of thin matrices (read when a
+#: program is traced; call jax.clear_caches() after changing it):
+#: "householder": the triangular factor R of a QR by Householder reflections written as
+#:   p batched steps in JAX, the small p x p SVD R = U s V^T, and the result as
+#:   X V diag(f(s) / s) V^T (X V = U s: Q is never formed). Every step is a batched array
+#:   operation over all clients and members, so no library call loops over the matrices;
+#: "qr": the library's QR (jnp.linalg.qr) then the small SVD, the result (Q U) f(s) V^T.
+#:   On a GPU the library's QR of a tall matrix runs one solver call per matrix of the batch.
+#: Both avoid the Gram matrix X^T X, whose eigenvalues lose the small singular values'
+#: float64 precision (they square the condition number).
+NUCLEAR_ROUTE = "householder"
+
+
+def householder_r(x):
+    """The p x p triangular factor R of x = Q R for a stack of tall matrices (..., m, p),
+    m >= p, by p Householder reflections applied to the whole stack at once (backward
+    stable: the R of x + E with ||E|| ~ eps ||x||, so svd(R) has x's singular values)."""
     m, p = x.shape[-2:]
-    if m >= p:
+    rows = jnp.arange(m)
+
+    def reflect(j, a):
+        col = lax.dynamic_index_in_dim(a, j, axis=a.ndim - 1, keepdims=False)  # (..., m)
+        v = jnp.where(rows >= j, col, 0.0)
+        norm = jnp.sqrt(jnp.sum(v * v, axis=-1))
+        ajj = lax.dynamic_index_in_dim(col, j, axis=col.ndim - 1, keepdims=False)
+        alpha = -jnp.where(ajj >= 0, 1.0, -1.0) * norm  # the sign that avoids cancellation
+        v = v - jnp.where(rows == j, alpha[..., None], 0.0)
+        vv = jnp.sum(v * v, axis=-1)
+        beta = jnp.where(vv > 0, 2.0 / jnp.where(vv > 0, vv, 1.0), 0.0)
+        w = jnp.einsum("...m,...mp->...p", v, a)
+        return a - (beta[..., None] * v)[..., :, None] * w[..., None, :]
+
+    return jnp.triu(lax.fori_loop(0, p, reflect, x)[..., :p, :])
+
+
+def spectral_map(x, f, route=None):
+    """U diag(f(s)) V^T for the thin SVD x = U diag(s) V^T of a stack (..., m, p), with
+    f(0) = 0 and f(s) <= s (so X V diag(f(s) / s) loses no precision for small s); also
+    returns s. `route`: NUCLEAR_ROUTE unless given."""
+    route = route or NUCLEAR_ROUTE
+    m, p = x.shape[-2:]
+    if m < p:  # the transpose's map, transposed (f acts on the same singular values)
+        out, s = spectral_map(jnp.swapaxes(x, -1, -2), f, route)
+        return jnp.swapaxes(out, -1, -2), s
+    if route == "qr":
         q, r = jnp.linalg.qr(x)
         u, s, vh = jnp.linalg.svd(r, full_matrices=False)
-        return q @ u, s, vh
-    q, r = jnp.linalg.qr(jnp.swapaxes(x, -1, -2))  # x^T = Q R, x = R^T Q^T
-    u, s, vh = jnp.linalg.svd(jnp.swapaxes(r, -1, -2), full_matrices=False)
-    return u, s, vh @ jnp.swapaxes(q, -1, -2)
+        return ((q @ u) * f(s)[..., None, :]) @ vh, s
+    _, s, vh = jnp.linalg.svd(householder_r(x), full_matrices=False)
+    fs = f(s)
+    ratio = jnp.where(s > 0, fs / jnp.where(s > 0, s, 1.0), 0.0)
+    v = jnp.swapaxes(vh, -1, -2)
+    return x @ ((v * ratio[..., None, :]) @ vh), s
 
 
 def prox_nuclear(x, tau, radius):
     """`prox.prox_nuclear` with a spectral ball: U diag(min(max(s - tau, 0), radius)) V^T; a
     matrix with tau = 0 already inside the ball is returned unchanged (as there)."""
-    u, s, vh = thin_svd(x)
-    tau = jnp.broadcast_to(tau, x.shape[:-2] + (1, 1))
-    out = (u * jnp.minimum(jnp.maximum(s - tau[..., 0], 0.0), radius)[..., None, :]) @ vh
-    inside = (tau[..., 0, 0] == 0) & (jnp.max(s, axis=-1) <= radius)
+    tau = jnp.broadcast_to(tau, x.shape[:-2] + (1, 1))[..., 0]  # (..., 1) against s
+    out, s = spectral_map(x, lambda s: jnp.minimum(jnp.maximum(s - tau, 0.0), radius))
+    inside = (tau[..., 0] == 0) & (jnp.max(s, axis=-1) <= radius)
     return jnp.where(inside[..., None, None], x, out)
 
 
 def polar(x):
-    """`regularizers._polar`: U V^T over the singular values s > 1e-12 max(s)."""
-    u, s, vh = thin_svd(x)
-    keep = s > 1e-12 * jnp.max(s, axis=-1, keepdims=True)
-    return (u * keep[..., None, :]) @ vh
+    """`regularizers._polar`: U V^T over the singular values s > 1e-12 max(s). Always by
+    the library's QR: here f(s) = 1 > s for small kept s, and X v / s would magnify the
+    rounding of X v by max(s) / s."""
+    keep = lambda s: jnp.where(s > 1e-12 * jnp.max(s, axis=-1, keepdims=True), 1.0, 0.0)  # noqa: E731
+    return spectral_map(x, keep, route="qr")[0]
 
 
 class Saddle:
