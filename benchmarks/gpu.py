@@ -65,10 +65,15 @@ def member_rates(problem: dict, g: int) -> list[float]:
     return [float(v) for v in np.geomspace(lo, hi, g)]
 
 
-def time_group(problem: dict, algorithm: str, device: str, g: int, repeats: int) -> dict:
-    """Wall time per round of a group of G on the engine (see the module docstring)."""
+def time_group(problem: dict, algorithm: str, device: str, g: int, repeats: int,
+               route: str | None = None) -> dict:
+    """Wall time per round of a group of G on the engine (see the module docstring).
+    `route`: the nuclear prox's route (fco_ray.device.programs.NUCLEAR_ROUTE) for this one."""
     from fco_ray.config import parse_run
     from fco_ray.grid import run_group
+
+    if route is not None:
+        return _with_route(route, time_group, problem, algorithm, device, g, repeats)
 
     rounds = 1 + repeats
     cfg = base(problem, algorithm, device, rounds)
@@ -98,6 +103,22 @@ def time_group(problem: dict, algorithm: str, device: str, g: int, repeats: int)
             "per_config_round_min_ms": float(laps.min() / g * 1e3),
             "per_config_round_median_ms": float(np.median(laps) / g * 1e3),
             "diverged": statuses.count("diverged")}
+
+
+def _with_route(route: str, fn, *args) -> dict:
+    """fn(*args) with the nuclear prox's route set (programs are traced again)."""
+    import jax
+
+    from fco_ray.device import programs
+
+    before = programs.NUCLEAR_ROUTE
+    programs.NUCLEAR_ROUTE = route
+    jax.clear_caches()
+    try:
+        return {**fn(*args), "route": route}
+    finally:
+        programs.NUCLEAR_ROUTE = before
+        jax.clear_caches()
 
 
 def equality(problem: dict, algorithm: str, device: str, rounds: int, rates: list[float]) -> dict:
@@ -166,11 +187,12 @@ def markdown(result: dict) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for r in result["timings"]:
         if "error" in r or "skipped" in r:
-            note = r.get("skipped") or r["error"].splitlines()[-1][:160]
+            note = r.get("skipped") or r["error"].strip().splitlines()[-1][:160]
             lines.append(f"| {r['problem']} | {r['algorithm']} | {r['device']} | {r['G']} | | | | | {note} |")
             continue
         unit, scale = ("us", 1e3) if r["per_config_round_min_ms"] < 0.1 else ("ms", 1.0)
         note = f"{r['diverged']} diverged" if r["diverged"] else ""
+        note = (note + f" nuclear prox route {r['route']}").strip() if "route" in r else note
         lines.append(f"| {r['problem']} | {r['algorithm']} | {r['device']} | {r['G']} | "
                      f"{r['per_config_round_min_ms'] * scale:.3g} {unit} | "
                      f"{r['per_config_round_median_ms'] * scale:.3g} {unit} | "
@@ -180,7 +202,7 @@ def markdown(result: dict) -> str:
               "|---|---|---|---|---|---|---|---|---|"]
     for r in result["equality"]:
         if "error" in r or "skipped" in r:
-            note = r.get("skipped") or r["error"].splitlines()[-1][:160]
+            note = r.get("skipped") or r["error"].strip().splitlines()[-1][:160]
             lines.append(f"| {r['problem']} | {r['algorithm']} | | | {note} | | FAIL/skipped | | |")
             continue
         lines.append(f"| {r['problem']} | {r['algorithm']} | {r['G']} | {r['rounds']} | "
@@ -251,6 +273,11 @@ def main(argv=None) -> int:
         for prob, alg, g, reps in cpu_plan:
             label = {"problem": prob["name"], "algorithm": alg, "device": "cpu", "G": g}
             guarded("timings", label, time_group, prob, alg, "cpu", g, reps, need=25)
+    # 4. the nuclear prox by the library's QR instead of the batched Householder R (the
+    # default): how much the route matters on this device
+    for g in ((1, 3) if args.quick else (1, 35)):
+        label = {"problem": nuc["name"], "algorithm": "feddualex", "device": dev, "G": g, "route": "qr"}
+        guarded("timings", label, time_group, nuc, "feddualex", dev, g, 2, "qr", need=40)
     save()
     print((out / "gpu.md").read_text())
     failed = [r for r in result["equality"] if not r.get("pass_1e-9")]
