@@ -19,7 +19,7 @@ DEVICES = ("cpu", "cuda", "jax-cpu")
 #: (algorithm, problem) pairs with a device program
 SADDLE_PROBLEMS = ("bilinear_l1", "bilinear_nuclear")
 SADDLE_ALGORITHMS = ("feddualex", "fedmip", "extragrad_local_sgd", "pgda", "feddualavg", "fedmid")
-LEAST_SQUARES_PROBLEMS = ("lasso",)
+LEAST_SQUARES_PROBLEMS = ("lasso", "lowrank")
 LEAST_SQUARES_ALGORITHMS = ("fedavg", "fedavg_subgrad", "fedmid", "fedmid_osp", "feddualavg",
                             "feddualavg_osp", "local")
 SUPPORTED = tuple([(a, p) for p in SADDLE_PROBLEMS for a in SADDLE_ALGORITHMS]

@@ -64,9 +64,12 @@ def _kind(problem) -> str | None:
         if set(problem.shapes) == {"x", "y"} and all(type(r) is R.NuclearSpectral for r in regs):
             return "bilinear_nuclear"
         return None
-    if (type(problem) is LinearRegression and _l1_weight(problem.psi) is not None
-            and set(problem.shapes) == {"w", "b"} and problem.shapes["b"] == ()):
-        return "least_squares"
+    if type(problem) is LinearRegression and set(problem.shapes) == {"w", "b"} and problem.shapes["b"] == ():
+        if _l1_weight(problem.psi) is not None:
+            return "least_squares"
+        regs = problem.psi.regs
+        if set(regs) == {"w"} and type(regs["w"]) is R.Nuclear and len(problem.shapes["w"]) == 2:
+            return "least_squares_nuclear"
     return None
 
 
@@ -74,7 +77,7 @@ def _family(cls, kind: str) -> str | None:
     from ..algorithms.composite import DualAveraging, PrimalAveraging
     from ..algorithms.saddle import FeDualEx, PrimalSaddle
 
-    if kind == "least_squares":
+    if kind.startswith("least_squares"):
         return "composite" if issubclass(cls, (PrimalAveraging, DualAveraging)) else None
     if issubclass(cls, FeDualEx):
         return "feddualex"
@@ -91,7 +94,7 @@ def estimate_bytes(kind: str, problem, group: int, clients: int, steps: int, bat
     (lower bounds in the spirit of fco_ray/limits.py: the live (clients, members, model)
     stacks of a step, the ergodic accumulators and the problem's data)."""
     model = sum(math.prod(s) for s in problem.shapes.values())
-    if kind == "least_squares":
+    if kind.startswith("least_squares"):
         data = 8 * (problem.train.arrays["x"].size + problem.train.arrays["y"].size)
         return {"the training samples": data,
                 f"the round's minibatches ({clients} clients x batch {batch} x {model} floats)":
@@ -131,7 +134,7 @@ class DevicePath:
     def _data(self) -> dict:
         if self.data is None:
             p = self.problem
-            if self.kind == "least_squares":
+            if self.kind.startswith("least_squares"):
                 x = p.train.arrays["x"]
                 self.data = {"x": self.put(x.reshape(-1, math.prod(p.shapes["w"])), np.float64),
                              "y": self.put(p.train.arrays["y"].reshape(-1), np.float64)}
@@ -187,7 +190,7 @@ class DevicePath:
 
         from . import programs
 
-        if self.kind == "least_squares":
+        if self.kind.startswith("least_squares"):
             out = self._least_squares(programs, cls, hp, payload, lr, lams, g, rows, data, common,
                                       members, numbers)
         else:
@@ -224,7 +227,9 @@ class DevicePath:
         from ..problems.linear import _l1_weight
 
         p = self.problem
-        lam = numbers(_l1_weight(p.psi) if lams is None else lams)
+        matrix = self.kind == "least_squares_nuclear"
+        own = p.psi.regs["w"].lam if matrix else _l1_weight(p.psi)
+        lam = numbers(own if lams is None else lams)
         steps, k = hp.local_steps, np.arange(hp.local_steps, dtype=np.float64)[:, None]
         zero = np.zeros((steps, g))
         # the thresholds (K, G) of kernels.least_squares_steps, with the floats of the CPU's
@@ -232,12 +237,12 @@ class DevicePath:
         if issubclass(cls, DualAveraging):
             tree = payload["z"]
             pre = (numbers(payload["etat"])[None] + lr[None] * k) * lam[None] if cls.client_prox else zero
-            post, sub = zero, np.zeros(g)
+            post, sub = zero, np.zeros(0 if matrix else g)
         else:
             tree = payload["w"]
             pre = zero
             post = np.broadcast_to(lr[None] * lam[None], (steps, g)) if cls.client_step == "prox" else zero
-            sub = lam if cls.client_step == "subgrad" else np.zeros(g)
+            sub = lam if cls.client_step == "subgrad" else np.zeros(0 if matrix else g)
         shape = p.shapes["w"]
         w0 = np.asarray(tree["w"], dtype=np.float64)
         w0 = w0.reshape((g, -1)) if w0.ndim > len(shape) else w0.reshape((1, -1))
@@ -246,5 +251,5 @@ class DevicePath:
             self.put(pre), self.put(post), self.put(sub),
             sizes=self.put(p.train.sizes[rows], np.int64),
             offsets=self.put(rows.astype(np.int64) * p.train.max_samples),
-            steps=steps, batch=int(hp.batch_size), **common)
+            steps=steps, batch=int(hp.batch_size), matrix=tuple(shape) if matrix else None, **common)
         return {"w": out["w"].reshape((g,) + shape), "b": out["b"]}

@@ -259,34 +259,51 @@ def composite_saddle(a, b, zx0, zy0, etat, lr, lam, radius, sigma, seed, rnd, id
     return {"x": _wsum(weights, zx - zx0), "y": _wsum(weights, zy - zy0)}
 
 
-@partial(jax.jit, static_argnames=("steps", "batch"))
+@partial(jax.jit, static_argnames=("steps", "batch", "matrix"))
 def least_squares(xrows, yrows, w0, b0, lr, pre, post, sub_lam, seed, rnd, ids, sizes, offsets,
-                  weights, *, steps: int, batch: int):
-    """The composite family's K local steps on a linear least-squares problem with an l1
-    penalty (`kernels.least_squares_steps`):
+                  weights, *, steps: int, batch: int, matrix: tuple | None = None):
+    """The composite family's K local steps on a linear least-squares problem:
 
-        u = prox_{pre[k]}(w);  g = grad f_batch(u) (+ sub_lam sign(w));  w = prox_{post[k]}(w - lr g)
+        u = prox_{pre[k]}(w);  g = grad f_batch(u) (+ sub_lam * subgradient(w));
+        w = prox_{post[k]}(w - lr g)
 
     with thresholds `pre` (K, G) and `post` (K, G) already times lam, the minibatch rows of
     client c at step k offsets[c] + integers(seed, rnd, k, BATCH, ids, sizes)[c] (shared by
-    its G members), and f the mean of (<x, u> + b - y)^2 over them. Returns the weighted
-    client sums of w_K - w_0 and b_K - b_0."""
+    its G members), and f the mean of (<x, u> + b - y)^2 over them. psi is the l1 norm of w
+    (E1: `kernels.least_squares_steps`), or with `matrix` = (p, q) the nuclear norm of w
+    as a p x q matrix (E2: the step-by-step rules of composite.py). A zero threshold is the
+    identity. Returns the weighted client sums of w_K - w_0 and b_K - b_0."""
     c = ids.shape[0]
     w, b = _clients(w0, c), _clients(b0, c)
     step = -lr[None, :, None]
     subl = sub_lam[None, :, None]
 
+    def prox(v, t):  # t: (1, G, 1) thresholds
+        if matrix is None:
+            return v - jnp.clip(v, -t, t)
+        mats = v.reshape(v.shape[:2] + matrix)
+        out, _ = spectral_map(mats, lambda s: jnp.maximum(s - t, 0.0))
+        return jnp.where(t == 0, v, out.reshape(v.shape))  # prox_0 is the identity, as there
+
+    def subgradient(v):
+        if matrix is None:
+            return jnp.sign(v)
+        return polar(v.reshape(v.shape[:2] + matrix)).reshape(v.shape)
+
     def body(k, carry):
         w, b = carry
         flat = keys.integers(seed, rnd, k, BATCH, ids, sizes, batch) + offsets[:, None]
         xb, yb = xrows[flat], yrows[flat]  # (C, B, P), (C, B): one minibatch per client
-        t = pre[k][None, :, None]
-        at = w - jnp.clip(w, -t, t)  # the identity for t = 0
+        at = prox(w, pre[k][None, :, None])
         resid = (jnp.einsum("cbp,cgp->cgb", xb, at) + b[:, :, None] - yb[:, None, :]) / batch
         g = jnp.einsum("cgb,cbp->cgp", resid, xb)  # half the gradient
-        v = step * (subl * jnp.sign(w) + 2.0 * g) + w
-        tp = post[k][None, :, None]
-        w = v - jnp.clip(v, -tp, tp)
+        if matrix is None:  # sub_lam 0: the plain step, to the bit (0 sign(w) + 2 g = 2 g)
+            v = step * (subl * jnp.sign(w) + 2.0 * g) + w
+        elif sub_lam.size:  # E2 with subgradient steps (an SVD of w per step)
+            v = step * (subl * subgradient(w) + 2.0 * g) + w
+        else:
+            v = step * (2.0 * g) + w
+        w = prox(v, post[k][None, :, None])
         b = step[..., 0] * (2.0 * resid.sum(axis=-1)) + b
         return w, b
 
