@@ -43,7 +43,7 @@ E1 = {"name": "lasso"}
 QUICK_L1 = {"name": "bilinear_l1", "n": 30, "m": 60, "clients": 10}
 QUICK_NUC = {"name": "bilinear_nuclear", "n": 30, "m": 60, "p": 6, "rank": 3, "clients": 10}
 E2 = {"name": "lowrank"}
-QUICK_E2 = {"name": "lowrank", "clients": 8, "samples_per_client": 16, "dim": 6, "rank": 2, "val_clients": 2}
+QUICK_E2 = {"name": "lowrank", "clients": 16, "samples_per_client": 16, "dim": 6, "rank": 2, "val_clients": 2}
 QUICK_E1 = {"name": "lasso", "clients": 16, "samples_per_client": 32, "dim": 64, "support": 8,
             "val_clients": 2}
 

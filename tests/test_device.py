@@ -219,3 +219,39 @@ def test_run_and_run_grid_without_ray_and_mlflow():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "rows 3 6" in out.stdout
+
+
+# ---- the GPU scripts, on JAX's CPU platform (so they cannot fail on a GPU for a trivial reason)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.slow
+def test_gpu_benchmark_quick_mode_runs(tmp_path):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu.py"), "--out", str(tmp_path),
+                          "--quick", "--device", "jax-cpu", "--no-cpu"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    import json
+
+    result = json.loads((tmp_path / "gpu.json").read_text())
+    assert result["equality"] and all(r["pass_1e-9"] for r in result["equality"])
+    assert [r for r in result["timings"] if "error" in r] == []
+    assert "| bilinear_l1 | feddualex | jax-cpu | 3 |" in (tmp_path / "gpu.md").read_text()
+
+
+@pytest.mark.slow
+def test_e5_protocol_quick_mode_appends_and_resumes(tmp_path):
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "e5_protocol.py"), "--problem", "l1",
+           "--out", str(tmp_path), "--quick", "--device", "jax-cpu", "--seeds", "0", "--ks", "10",
+           "--methods", "feddualex,fedmid"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    import pandas as pd
+
+    trials = pd.read_csv(tmp_path / "l1_trials.csv")
+    assert len(trials) == 2 * 35 and set(trials["method"]) == {"feddualex", "fedmid"}
+    assert trials["gap"].notna().all() and trials.loc[trials["method"] == "feddualex", "gap_ergodic"].notna().all()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert "0 groups run" in again.stdout
+    assert len(pd.read_csv(tmp_path / "l1_trials.csv")) == 70
+    assert "| 10 | feddualex | 1 |" in (tmp_path / "l1_summary.md").read_text()
