@@ -19,8 +19,8 @@ guard (--time-limit) skips what would start too late.
 
 Equality checks: a fused group of 3 client rates run by `fco_ray.run_grid` on the device and
 on the CPU engine, every metric of every row compared (max relative difference, pass at
-1e-9), for E1 (FedDualAvg on lasso), E5 l1 and E5 nuclear (FeDualEx) and E2 (FedDualAvg on
-lowrank), at the papers' sizes.
+1e-9), for E1 (FedDualAvg on lasso), E5 l1 and E5 nuclear (FeDualEx), E2 (FedDualAvg on
+lowrank) and E6 (FeDualEx and PGDA on adversarial), at the papers' sizes.
 """
 from __future__ import annotations
 
@@ -43,6 +43,8 @@ E1 = {"name": "lasso"}
 QUICK_L1 = {"name": "bilinear_l1", "n": 30, "m": 60, "clients": 10}
 QUICK_NUC = {"name": "bilinear_nuclear", "n": 30, "m": 60, "p": 6, "rank": 3, "clients": 10}
 E2 = {"name": "lowrank"}
+E6 = {"name": "adversarial", "lam": 0.003, "data_seed": 0}  # sweeps/e6_adversarial.yaml
+QUICK_E6 = {"name": "adversarial", "clients": 10, "lam": 0.003}
 QUICK_E2 = {"name": "lowrank", "clients": 16, "samples_per_client": 16, "dim": 6, "rank": 2, "val_clients": 2}
 QUICK_E1 = {"name": "lasso", "clients": 16, "samples_per_client": 32, "dim": 64, "support": 8,
             "val_clients": 2}
@@ -52,6 +54,9 @@ def base(problem: dict, algorithm: str, device: str, rounds: int) -> dict:
     if problem["name"] in ("lasso", "lowrank"):  # E1 / E2 as the FCO paper: K = 10, B = 10, 10 clients per round
         alg = {"name": algorithm, "local_steps": 10, "batch_size": 10, "clients_per_round": 10,
                "client_lr": 0.001}
+    elif problem["name"] == "adversarial":  # E6: all clients, K = 5, B = 10
+        alg = {"name": algorithm, "local_steps": 5, "batch_size": 10, "clients_per_round": None,
+               "client_lr": 0.1}
     else:  # E5: 100 clients, full participation, K = 10
         alg = {"name": algorithm, "local_steps": 10, "batch_size": None, "clients_per_round": None,
                "client_lr": 0.01}
@@ -233,7 +238,7 @@ def main(argv=None) -> int:
     l1, nuc, e1 = (QUICK_L1, QUICK_NUC, QUICK_E1) if args.quick else (E5_L1, E5_NUC, E1)
     dev = args.device
     result = {"device": dev, "environment": environment(dev), "timings": [], "equality": [],
-              "not_covered": ["E6 (adversarial): no device program yet"]}
+              "not_covered": ["timings of E2 and E6 (their equality is checked)"]}
 
     def save():
         result["wall_s"] = time.perf_counter() - t0
@@ -259,7 +264,9 @@ def main(argv=None) -> int:
                                      (l1, "feddualex", eq_rounds, [0.1, 0.03, 0.01]),
                                      (nuc, "feddualex", 2, [0.3, 0.1, 0.03]),
                                      (QUICK_E2 if args.quick else E2, "feddualavg", eq_rounds,
-                                      [0.003, 0.001, 0.0003])]:
+                                      [0.003, 0.001, 0.0003]),
+                                     (QUICK_E6 if args.quick else E6, "feddualex", eq_rounds, [1.0, 0.3, 0.1]),
+                                     (QUICK_E6 if args.quick else E6, "pgda", eq_rounds, [1.0, 0.3, 0.1])]:
         label = {"problem": prob["name"], "algorithm": alg, "device": dev}
         guarded("equality", label, equality, prob, alg, dev, rounds, rates, need=20)
     # 2. the device, largest groups last within each problem (a failure there keeps the rest)

@@ -32,15 +32,17 @@ PROBLEMS = {
     "bilinear_nuclear": {"name": "bilinear_nuclear", "n": 12, "m": 20, "p": 5, "rank": 2, "clients": 6},
     "lasso": {"name": "lasso", "clients": 6, "samples_per_client": [9, 12, 7, 12, 10, 11], "dim": 10,
               "support": 3, "val_clients": 2},
+    "adversarial": {"name": "adversarial", "clients": 6, "lam": 0.003},
     "lowrank": {"name": "lowrank", "clients": 6, "samples_per_client": [9, 12, 7, 12, 10, 11], "dim": 4,
                 "rank": 2, "val_clients": 2},
 }
 
 
 def config(algorithm: str, problem: str, device: str, **hp) -> dict:
-    saddle = problem.startswith("bilinear")
+    saddle = problem.startswith("bilinear") or problem == "adversarial"
     alg = {"name": algorithm, "client_lr": 0.3 if saddle else 0.02, "server_lr": 1.0,
-           "local_steps": 3, "clients_per_round": 4, **({} if saddle else {"batch_size": 4}), **hp}
+           "local_steps": 3, "clients_per_round": 4,
+           **({} if problem.startswith("bilinear") else {"batch_size": 4}), **hp}
     return {"problem": PROBLEMS[problem], "algorithm": alg, "rounds": 3, "eval_every": 1,
             "seed": 3, "backend": {"name": "local", "device": device}}
 
@@ -96,13 +98,14 @@ def test_run_on_the_device_equals_the_cpu_engine(algorithm, problem):
 # the E5 / E1 pairs the paper protocols run on a device every time; the others (the same
 # programs with other flags) in the slow selection
 CORE = {("feddualex", "bilinear_l1"), ("feddualex", "bilinear_nuclear"), ("feddualavg", "lasso"),
-        ("fedmip", "bilinear_l1"), ("fedmid", "lasso"), ("feddualavg", "lowrank")}
+        ("fedmip", "bilinear_l1"), ("fedmid", "lasso"), ("feddualavg", "lowrank"),
+        ("feddualex", "adversarial"), ("pgda", "adversarial")}
 
 
 @pytest.mark.parametrize("algorithm,problem", [
     pytest.param(a, p, marks=() if (a, p) in CORE else pytest.mark.slow) for a, p in SUPPORTED])
 def test_fused_group_on_the_device_equals_the_cpu_engine(algorithm, problem):
-    saddle = problem.startswith("bilinear")
+    saddle = problem.startswith("bilinear") or problem == "adversarial"
     grid = {"algorithm.client_lr": [0.3, 0.1, 0.03] if saddle else [0.05, 0.02, 0.005],
             "algorithm.server_lr": [1.0, 0.5]}
     if algorithm != "local":  # local's server_lr is fixed at 1
@@ -136,8 +139,8 @@ def test_cuda_equals_the_cpu_engine(algorithm, problem):
 
 # ---- errors: one line, exit code 2 ------------------------------------------------------
 def test_unsupported_pair_is_a_config_error_listing_the_pairs():
-    with pytest.raises(ConfigError, match="no device program for algorithm 'feddualex' on problem 'adversarial'.*bilinear_l1: feddualex"):
-        fco_ray.run({"problem": {"name": "adversarial"}, "algorithm": {"name": "feddualex"},
+    with pytest.raises(ConfigError, match="no device program for algorithm 'feddualavg' on problem 'adversarial'.*bilinear_l1: feddualex"):
+        fco_ray.run({"problem": {"name": "adversarial"}, "algorithm": {"name": "feddualavg"},
                      "backend": {"name": "local", "device": "jax-cpu"}})
     assert unsupported("feddualex", "bilinear_l1") is None
     assert "batch_size" in unsupported("feddualavg", "lasso", None)

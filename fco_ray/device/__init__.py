@@ -22,8 +22,11 @@ SADDLE_ALGORITHMS = ("feddualex", "fedmip", "extragrad_local_sgd", "pgda", "fedd
 LEAST_SQUARES_PROBLEMS = ("lasso", "lowrank")
 LEAST_SQUARES_ALGORITHMS = ("fedavg", "fedavg_subgrad", "fedmid", "fedmid_osp", "feddualavg",
                             "feddualavg_osp", "local")
+ADVERSARIAL_ALGORITHMS = ("feddualex", "fedmip", "extragrad_local_sgd", "pgda")
 SUPPORTED = tuple([(a, p) for p in SADDLE_PROBLEMS for a in SADDLE_ALGORITHMS]
-                  + [(a, p) for p in LEAST_SQUARES_PROBLEMS for a in LEAST_SQUARES_ALGORITHMS])
+                  + [(a, p) for p in LEAST_SQUARES_PROBLEMS for a in LEAST_SQUARES_ALGORITHMS]
+                  + [(a, "adversarial") for a in ADVERSARIAL_ALGORITHMS])
+MINIBATCH_PROBLEMS = LEAST_SQUARES_PROBLEMS + ("adversarial",)
 
 
 def supported_text() -> str:
@@ -38,7 +41,7 @@ def unsupported(algorithm: str, problem: str, batch_size=0) -> str | None:
     if (algorithm, problem) not in SUPPORTED:
         return (f"no device program for algorithm {algorithm!r} on problem {problem!r}; "
                 f"supported pairs: {supported_text()} (or backend.device: cpu)")
-    if problem in LEAST_SQUARES_PROBLEMS and batch_size is None:
+    if problem in MINIBATCH_PROBLEMS and batch_size is None:
         return (f"the device program of {algorithm!r} on {problem!r} needs minibatches: "
                 "algorithm.batch_size must be a number, got null (or backend.device: cpu)")
     return None

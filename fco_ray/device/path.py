@@ -57,6 +57,11 @@ def _kind(problem) -> str | None:
     from ..problems.linear import LinearRegression, _l1_weight
     from ..problems.saddle import BilinearSaddle
 
+    from ..problems.adversarial import UniversalAdversarial
+
+    if (type(problem) is UniversalAdversarial and set(problem.psi.regs) == {"delta"}
+            and type(problem.psi.regs["delta"]) is R.L1Box):
+        return "adversarial"
     if type(problem) is BilinearSaddle:
         regs = [problem.psi.regs.get(b) for b in ("x", "y")]
         if set(problem.shapes) == {"x", "y"} and all(type(r) is R.L1Box for r in regs):
@@ -83,6 +88,8 @@ def _family(cls, kind: str) -> str | None:
         return "feddualex"
     if issubclass(cls, PrimalSaddle):
         return "primal_saddle"
+    if kind == "adversarial":
+        return None
     if cls.name in ("fedmid", "feddualavg"):
         return "composite_saddle"
     return None
@@ -94,7 +101,7 @@ def estimate_bytes(kind: str, problem, group: int, clients: int, steps: int, bat
     (lower bounds in the spirit of fco_ray/limits.py: the live (clients, members, model)
     stacks of a step, the ergodic accumulators and the problem's data)."""
     model = sum(math.prod(s) for s in problem.shapes.values())
-    if kind.startswith("least_squares"):
+    if kind.startswith("least_squares") or kind == "adversarial":
         data = 8 * (problem.train.arrays["x"].size + problem.train.arrays["y"].size)
         return {"the training samples": data,
                 f"the round's minibatches ({clients} clients x batch {batch} x {model} floats)":
@@ -134,7 +141,11 @@ class DevicePath:
     def _data(self) -> dict:
         if self.data is None:
             p = self.problem
-            if self.kind.startswith("least_squares"):
+            if self.kind == "adversarial":
+                x = p.train.arrays["x"]
+                self.data = {"x": self.put(x.reshape(-1, x.shape[-1]), np.float64),
+                             "y": self.put(p.train.arrays["y"].reshape(-1), np.int64)}
+            elif self.kind.startswith("least_squares"):
                 x = p.train.arrays["x"]
                 self.data = {"x": self.put(x.reshape(-1, math.prod(p.shapes["w"])), np.float64),
                              "y": self.put(p.train.arrays["y"].reshape(-1), np.float64)}
@@ -190,7 +201,10 @@ class DevicePath:
 
         from . import programs
 
-        if self.kind.startswith("least_squares"):
+        if self.kind == "adversarial":
+            out = self._adversarial(programs, cls, hp, payload, lr, lams, g, rows, data, common,
+                                    members, numbers, family)
+        elif self.kind.startswith("least_squares"):
             out = self._least_squares(programs, cls, hp, payload, lr, lams, g, rows, data, common,
                                       members, numbers)
         else:
@@ -220,6 +234,25 @@ class DevicePath:
         if not fused:
             total = {k: v[0] for k, v in total.items()}
         return total, float(weights.sum())
+
+    def _adversarial(self, programs, cls, hp, payload, lr, lams, g, rows, data, common, members,
+                     numbers, family):
+        from ..problems.adversarial import CLASSES
+
+        p = self.problem
+        lam = numbers(p.info["lam"] if lams is None else lams)
+        shared = dict(lr=self.put(lr), lam=self.put(lam), radius=float(p.info["radius"]),
+                      sizes=self.put(p.train.sizes[rows], np.int64),
+                      offsets=self.put(rows.astype(np.int64) * p.train.max_samples),
+                      steps=hp.local_steps, ergodic=hp.ergodic, batch=int(hp.batch_size),
+                      classes=CLASSES, **common)
+        if family == "feddualex":
+            return programs.adversarial_feddualex(data["x"], data["y"],
+                                                  {b: members(x) for b, x in payload["v"].items()},
+                                                  t=self.put(numbers(payload["t"])), **shared)
+        return programs.adversarial_primal(data["x"], data["y"],
+                                           {b: members(x) for b, x in payload["z"].items()},
+                                           extra=cls.extra, prox=cls.prox, **shared)
 
     def _least_squares(self, programs, cls, hp, payload, lr, lams, g, rows, data, common, members,
                        numbers):

@@ -309,3 +309,113 @@ def least_squares(xrows, yrows, w0, b0, lr, pre, post, sub_lam, seed, rnd, ids, 
 
     w, b = lax.fori_loop(0, steps, body, (w, b))
     return {"w": _wsum(weights, w - _clients(w0, c)), "b": _wsum(weights, b - _clients(b0, c))}
+
+
+# ---- E6: universal adversarial training (problems/adversarial.py) ------------------------
+def _adv_prox(z: dict, t, lam, radius, project: bool = False) -> dict:
+    """Blockwise prox_{t psi} (or the projection): psi = lam ||delta||_1 + the box of radius
+    D on the attack `delta`; the model blocks (W, b) pass through, as `Blockwise.prox`."""
+    out = dict(z)
+    d = z["delta"]
+    if not project:
+        tau = _m(t * lam, d.ndim)
+        d = soft_threshold(d, tau)
+    out["delta"] = jnp.clip(d, -radius, radius)
+    return out
+
+
+def _adv_operator(xrows, yrows, z: dict, flat, batch: int, classes: int) -> dict:
+    """(grad_W f, grad_b f, -grad_delta f) of the weighted cross-entropy on each client's
+    minibatch rows `flat` (C, B), for its G members (`UniversalAdversarial.loss_and_grad`
+    with weights 1/B, then `to_operator`)."""
+    xb, yb = xrows[flat], yrows[flat]  # (C, B, d), (C, B)
+    xa = xb[:, None] + z["delta"][:, :, None, :]  # (C, G, B, d)
+    logits = jnp.einsum("cgbd,cgdk->cgbk", xa, z["W"])
+    if "b" in z:
+        logits = logits + z["b"][:, :, None, :]
+    err = jax.nn.softmax(logits, axis=-1) - jax.nn.one_hot(yb, classes, dtype=logits.dtype)[:, None]
+    werr = (1.0 / batch) * err
+    werr_sum = werr.sum(axis=2)
+    out = {"W": jnp.einsum("cgbd,cgbk->cgdk", xa, werr),
+           "delta": -jnp.einsum("cgdk,cgk->cgd", z["W"], werr_sum)}
+    if "b" in z:
+        out["b"] = werr_sum
+    return out
+
+
+def _adv_rows(seed, rnd, k, stream, ids, sizes, offsets, batch):
+    return keys.integers(seed, rnd, k, stream, ids, sizes, batch) + offsets[:, None]
+
+
+@partial(jax.jit, static_argnames=("steps", "ergodic", "batch", "classes"))
+def adversarial_feddualex(xrows, yrows, v: dict, t, lr, lam, radius, seed, rnd, ids, sizes, offsets,
+                          weights, *, steps: int, ergodic: bool, batch: int, classes: int):
+    """FeDualEx on E6 (see `feddualex`): the operator calls draw their minibatch rows with the
+    stream tags NOISE and NOISE2."""
+    c = ids.shape[0]
+    v = {b: _clients(x, c) for b, x in v.items()}
+    kk = steps if ergodic else 1
+
+    def axpy(a, x, y):
+        return {b: _m(a, x[b].ndim) * x[b] + y[b] for b in y}
+
+    def body(k, carry):
+        u, h = carry
+        tk = t + k
+        z = _adv_prox({b: v[b] - u[b] for b in v}, lr * tk, lam, radius)
+        g = _adv_operator(xrows, yrows, z, _adv_rows(seed, rnd, k, NOISE, ids, sizes, offsets, batch),
+                          batch, classes)
+        half = axpy(lr, g, u)
+        zh = _adv_prox({b: v[b] - half[b] for b in v}, lr * (tk + 1), lam, radius)
+        g = _adv_operator(xrows, yrows, zh, _adv_rows(seed, rnd, k, NOISE2, ids, sizes, offsets, batch),
+                          batch, classes)
+        u = axpy(lr, g, u)
+        if ergodic:
+            h = {b: h[b].at[k].set(_wsum(weights, half[b])) for b in h}
+        return u, h
+
+    zeros = ({b: jnp.zeros_like(x) for b, x in v.items()},
+             {b: jnp.zeros((kk,) + x.shape[1:]) for b, x in v.items()})
+    u, h = lax.fori_loop(0, steps, body, zeros)
+    out = {b: _wsum(weights, x) for b, x in u.items()}
+    if ergodic:
+        out.update({"halfdual_" + b: jnp.swapaxes(x, 0, 1) for b, x in h.items()})
+    return out
+
+
+@partial(jax.jit, static_argnames=("steps", "ergodic", "batch", "classes", "extra", "prox"))
+def adversarial_primal(xrows, yrows, z0: dict, lr, lam, radius, seed, rnd, ids, sizes, offsets,
+                       weights, *, steps: int, ergodic: bool, batch: int, classes: int,
+                       extra: bool, prox: bool):
+    """FedMiP / Extra-step local SGD / PGDA on E6 (see `primal_saddle`); the subgradient of
+    psi is lam sign(delta) on the attack, zero on the model blocks."""
+    c = ids.shape[0]
+    z0 = {b: _clients(x, c) for b, x in z0.items()}
+
+    def step(z, g, at):
+        lr_ = {b: _m(lr, z[b].ndim) for b in z}
+        if prox:
+            return _adv_prox({b: (-lr_[b]) * g[b] + z[b] for b in z}, lr, lam, radius)
+        sub = {b: (_m(lam, at[b].ndim) * jnp.sign(at[b]) if b == "delta" else jnp.zeros_like(at[b]))
+               for b in at}
+        return _adv_prox({b: (-lr_[b]) * (1.0 * sub[b] + g[b]) + z[b] for b in z}, None, lam,
+                         radius, project=True)
+
+    def body(k, carry):
+        z, s = carry
+        g = _adv_operator(xrows, yrows, z, _adv_rows(seed, rnd, k, NOISE, ids, sizes, offsets, batch),
+                          batch, classes)
+        h = step(z, g, z)
+        if extra:
+            g = _adv_operator(xrows, yrows, h, _adv_rows(seed, rnd, k, NOISE2, ids, sizes, offsets, batch),
+                              batch, classes)
+            z = step(z, g, h)
+        else:
+            z = h
+        return z, {b: s[b] + h[b] for b in s}
+
+    z, s = lax.fori_loop(0, steps, body, (z0, {b: jnp.zeros_like(x) for b, x in z0.items()}))
+    out = {b: _wsum(weights, z[b] - z0[b]) for b in z}
+    if ergodic:
+        out.update({"zhalf_" + b: _wsum(weights, x) for b, x in s.items()})
+    return out
