@@ -59,6 +59,7 @@ def child(clients: int, run_round: bool, chunk_size: int, fused: int = 0) -> dic
     from fco_ray.algorithms import ALGORITHMS
     from fco_ray.backends import LocalBackend
     from fco_ray.core.config import parse_problem
+    from fco_ray.core.group import make_group
     from fco_ray.problems import build_problem
 
     tracemalloc.start()

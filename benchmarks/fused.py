@@ -27,7 +27,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from statistics import median
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from peer_flower import TASKS, task_config  # noqa: E402
+from peer_flower import task_config  # noqa: E402
 
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.api import make_problem, resolve  # noqa: E402

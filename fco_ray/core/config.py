@@ -33,6 +33,10 @@ class _Strict(BaseModel):
 class LocalBackendConfig(_Strict):
     name: Literal["local"] = "local"
     chunk_size: int = Field(1024, ge=1, description="clients stacked at once (memory bound)")
+    device: Literal["cpu", "cuda", "jax-cpu"] = Field(
+        "cpu", description="where the client work runs: cpu (NumPy), cuda (compiled JAX "
+        "programs on a GPU, the '[gpu]' extra) or jax-cpu (the same programs on JAX's CPU "
+        "platform: the CI check of the device code); fco_ray.backends.device")
 
 
 class RayBackendConfig(_Strict):
@@ -76,6 +80,18 @@ class RunConfig(_Strict):
         "multiple of its round-0 value ends `diverged` (minimization problems); null: off")
     backend: BackendConfig = LocalBackendConfig()
     tracking: TrackingConfig = TrackingConfig()
+
+    @model_validator(mode="after")
+    def _device_program(self):
+        """A device other than cpu needs a device program for the (algorithm, problem) pair."""
+        if getattr(self.backend, "device", "cpu") != "cpu":
+            from ..backends.device import unsupported
+
+            why = unsupported(self.algorithm.name, self.problem.name,
+                              getattr(self.algorithm, "batch_size", 0))
+            if why is not None:
+                raise ValueError(f"backend.device: {why}")
+        return self
 
 
 RUN_KEYS = set(RunConfig.model_fields)

@@ -124,6 +124,16 @@ class Group(Algorithm):
         """An exchange's communicated floats as counted for each member's own run."""
         raise NotImplementedError
 
+    def stack_payload(self, tree):
+        """A payload with every array on a leading member axis (G, ...); numbers (shared by
+        the members) stay numbers. For code that always works on the member axis (the device
+        path)."""
+        raise NotImplementedError
+
+    def unstack_sums(self, sums: dict) -> dict:
+        """Summed messages given as (G, ...) in the group's own layout."""
+        raise NotImplementedError
+
     def member_hyper(self, field: str) -> np.ndarray:
         """(G,) the members' values of a hyperparameter."""
         return np.array([getattr(m.hp, field) for m in self.members], float)
@@ -199,6 +209,14 @@ class Single(Group):
 
     def per_member(self, floats_up, floats_down, payload):
         return floats_up, floats_down
+
+    def stack_payload(self, tree):
+        if isinstance(tree, dict):
+            return {k: self.stack_payload(v) for k, v in tree.items()}
+        return np.asarray(tree)[None] if np.ndim(tree) else tree
+
+    def unstack_sums(self, sums):
+        return {k: v[0] for k, v in sums.items()}
 
 
 def stack_states(states: list):
@@ -377,6 +395,12 @@ class Stacked(Group):
             for j, row in zip(same, rows):
                 out[j] = row
         return out
+
+    def stack_payload(self, tree):
+        return tree
+
+    def unstack_sums(self, sums):
+        return sums
 
     def per_member(self, floats_up, floats_down, payload):
         # every message is stacked (G, ...); a payload's number shared by all members (e.g.

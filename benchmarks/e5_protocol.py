@@ -1,0 +1,179 @@
+"""The FeDualEx paper's E5 protocol (Bai & Bullins, ICLR'24, Figs. 4 and 5) as fused groups on
+the device: for each K in {1, 10}, seed and method, the paper's whole rate grid as one fused
+group (`fco_ray.run_grid`, `backend: {name: local, device: cuda}`).
+
+    python benchmarks/e5_protocol.py --problem l1 --out e5-l1                # 10 seeds, K 1 and 10
+    python benchmarks/e5_protocol.py --problem nuclear --out e5-nuc --time-limit 900
+    python benchmarks/e5_protocol.py --problem l1 --out /tmp/q --quick --device jax-cpu  # smoke run
+
+The settings are those of sweeps/e5_{l1,nuclear}_k{1,10}.yaml: A 300 x 600 fixed for all seeds
+(data_seed 0), lam 0.1, D 0.05, 100 clients, full participation, noise 0.1; l1: 4000 rounds at
+K = 1 (metrics every 40), 400 at K = 10 (every 4); nuclear: 100 and 20 rounds (every round).
+Grids: eta_s in {1, .3, .1, .03, .01} x eta_c in {1, .3, .1, .03, .01, .003, .001} (nuclear also
+eta_c in {10, 3}). Methods: feddualex, fedmip (Appendix H, server prox), feddualavg, fedmid,
+extragrad_local_sgd; `fedmip_noprox` (FedMiP without the server prox, the paper's reported
+FedMiP) may be added with --methods.
+
+Output under --out: `<problem>_trials.csv`, one row per configuration (final and best
+duality gap of the server model and of the ergodic output, densities, ranks), appended after
+every finished group, so a time-limited or interrupted run keeps what it did and a rerun with
+the same --out skips the groups already there; `<problem>_summary.md`: per K and method the
+rate pair that is best by the mean over seeds of the final gap (by the server model, and by
+the ergodic output), with mean +- std over seeds, from the whole CSV. `--time-limit` stops
+before a group that would not finish in time (estimated from the last group of the same K).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's fco_ray
+
+SERVER = [1.0, 0.3, 0.1, 0.03, 0.01]
+CLIENT = [1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001]
+ROUNDS = {("l1", 1): (4000, 40), ("l1", 10): (400, 4), ("nuclear", 1): (100, 1), ("nuclear", 10): (20, 1)}
+METHODS = ["feddualex", "fedmip", "feddualavg", "fedmid", "extragrad_local_sgd"]
+FIELDS = ["problem", "K", "method", "seed", "client_lr", "server_lr", "status", "final_round",
+          "gap", "best_gap", "gap_ergodic", "best_gap_ergodic", "density", "density_ergodic",
+          "rank", "rank_ergodic", "group_seconds", "device"]
+
+
+def seeds_of(text: str) -> list[int]:
+    """'0-9' or '0,3,5'."""
+    if "-" in text:
+        lo, hi = text.split("-")
+        return list(range(int(lo), int(hi) + 1))
+    return [int(s) for s in text.split(",") if s]
+
+
+def group_config(problem: str, k: int, method: str, seed: int, device: str, quick: bool,
+                 rounds: int, every: int) -> dict:
+    prob = {"name": f"bilinear_{problem}", "data_seed": 0}
+    if quick:
+        prob |= {"n": 30, "m": 60, "clients": 10} | ({"p": 6, "rank": 3} if problem == "nuclear" else {})
+    alg = {"name": "fedmip" if method == "fedmip_noprox" else method, "local_steps": k,
+           "batch_size": None, "clients_per_round": None}
+    if method == "fedmip_noprox":
+        alg["server_prox"] = False
+    return {"problem": prob, "algorithm": alg, "rounds": rounds, "eval_every": every,
+            "seed": seed, "backend": {"name": "local", "device": device}}
+
+
+def rows_of(df, problem: str, k: int, method: str, seed: int, seconds: float, device: str) -> list[dict]:
+    out = []
+    for (clr, slr), part in df.groupby(["algorithm.client_lr", "algorithm.server_lr"], sort=False):
+        last = part.iloc[-1]
+        row = {"problem": problem, "K": k, "method": method, "seed": seed, "client_lr": clr,
+               "server_lr": slr, "status": last["status"], "final_round": int(last["round"]),
+               "gap": last["duality_gap"], "best_gap": part["duality_gap"].min(),
+               "density": last["density"], "group_seconds": round(seconds, 2), "device": device}
+        if "duality_gap_ergodic" in part:
+            row |= {"gap_ergodic": last["duality_gap_ergodic"],
+                    "best_gap_ergodic": part["duality_gap_ergodic"].min(),
+                    "density_ergodic": last.get("density_ergodic")}
+        if "rank" in part:
+            row |= {"rank": last["rank"], "rank_ergodic": last.get("rank_ergodic")}
+        out.append(row)
+    return out
+
+
+def summary(csv_path: Path, problem: str) -> str:
+    import pandas as pd
+
+    df = pd.read_csv(csv_path)
+    for col in ("gap", "gap_ergodic"):  # a diverged configuration ranks last
+        if col in df:
+            df.loc[df["status"] == "diverged", col] = np.inf
+    lines = [f"# E5 {problem}: best rate pair per K and method (mean +- std over seeds of the final gap)", "",
+             f"From `{csv_path.name}` ({len(df)} configurations). A pair is chosen by the mean over "
+             "the seeds it has of the final duality gap of the server model (left) or of the "
+             "ergodic output (right; extra-step methods).", "",
+             "| K | method | seeds | pair (eta_c, eta_s) by server gap | server gap | pair by ergodic gap | ergodic gap |",
+             "|---|---|---|---|---|---|---|"]
+    for (k, method), part in df.groupby(["K", "method"], sort=True):
+        cells = []
+        for col in ("gap", "gap_ergodic"):
+            if col not in part or part[col].isna().all():
+                cells += ["", ""]
+                continue
+            stats = part.groupby(["client_lr", "server_lr"])[col].agg(["mean", "std", "count"])
+            stats = stats[np.isfinite(stats["mean"])]  # pairs where some seed diverged: out
+            if stats.empty:
+                cells += ["none finite", ""]
+                continue
+            (clr, slr), best = stats["mean"].idxmin(), stats.loc[stats["mean"].idxmin()]
+            cells += [f"({clr:g}, {slr:g})", f"{best['mean']:.4g} +- {0 if np.isnan(best['std']) else best['std']:.2g} (n={int(best['count'])})"]
+        lines.append(f"| {k} | {method} | {part['seed'].nunique()} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--problem", choices=["l1", "nuclear"], required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seeds", default="0-9", help="'0-9' (default) or '0,1,2'")
+    ap.add_argument("--ks", default="10,1", help="local steps, in this order (default 10,1)")
+    ap.add_argument("--methods", default=",".join(METHODS),
+                    help=f"comma-separated (default {','.join(METHODS)}; also fedmip_noprox)")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "jax-cpu", "cpu"])
+    ap.add_argument("--time-limit", type=float, default=float("inf"), help="seconds for the whole run")
+    ap.add_argument("--quick", action="store_true", help="a tiny problem and 3 rounds: a smoke run")
+    args = ap.parse_args(argv)
+    import fco_ray
+
+    t0 = time.perf_counter()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / f"{args.problem}_trials.csv"
+    done = set()
+    if csv_path.exists():
+        with csv_path.open() as f:
+            done = {(int(r["K"]), r["method"], int(r["seed"])) for r in csv.DictReader(f)}
+    clients = CLIENT + ([10.0, 3.0] if args.problem == "nuclear" else [])
+    grid = {"algorithm.client_lr": clients, "algorithm.server_lr": SERVER}
+    last_time: dict[int, float] = {}
+    ran = skipped = 0
+    for k in [int(v) for v in args.ks.split(",")]:
+        rounds, every = (3, 1) if args.quick else ROUNDS[(args.problem, k)]
+        for seed in seeds_of(args.seeds):
+            for method in args.methods.split(","):
+                if (k, method, seed) in done:
+                    continue
+                elapsed = time.perf_counter() - t0
+                if elapsed + last_time.get(k, 0.0) > args.time_limit:
+                    skipped += 1
+                    continue
+                cfg = group_config(args.problem, k, method, seed, args.device, args.quick, rounds, every)
+                t = time.perf_counter()
+                df = fco_ray.run_grid(cfg, grid, max_group=len(clients) * len(SERVER))
+                seconds = time.perf_counter() - t
+                last_time[k] = seconds
+                rows = rows_of(df, args.problem, k, method, seed, seconds, args.device)
+                new = not csv_path.exists()
+                with csv_path.open("a", newline="") as f:
+                    writer = csv.DictWriter(f, fieldnames=FIELDS)
+                    if new:
+                        writer.writeheader()
+                    writer.writerows(rows)
+                ran += 1
+                best = min((r["gap_ergodic"] if r.get("gap_ergodic") is not None else r["gap"]) for r in rows)
+                print(json.dumps({"K": k, "method": method, "seed": seed, "configurations": len(rows),
+                                  "seconds": round(seconds, 2), "best_final_gap": best,
+                                  "elapsed": round(time.perf_counter() - t0, 1)}), flush=True)
+    if csv_path.exists():
+        (out / f"{args.problem}_summary.md").write_text(
+            summary(csv_path, args.problem)
+            + f"\nThis invocation: `{' '.join(sys.argv)}`; {ran} groups run, {skipped} left for "
+              f"the time limit, {time.perf_counter() - t0:.0f} s.\n")
+        print((out / f"{args.problem}_summary.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
