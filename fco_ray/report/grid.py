@@ -58,7 +58,10 @@ def searched_axes(data: SweepData) -> dict[str, list]:
 
 def edge_warnings(data: SweepData, best: dict[str, pd.DataFrame]) -> list[str]:
     """One sentence per algorithm and axis where the best configuration takes the smallest or
-    largest value the algorithm ran on a searched axis: the optimum may lie beyond it."""
+    largest value the algorithm ran on a searched axis: the optimum may lie beyond it. No
+    warning where the sweep saw that direction fail: a trial of the algorithm at the edge
+    value itself diverged (e.g. the best client_lr is the largest, and that rate diverged
+    with another server_lr), so "extend the grid that way" would point at divergence."""
     warnings = []
     for axis, values in searched_axes(data).items():
         short = axis.split(".")[-1]
@@ -71,6 +74,9 @@ def edge_warnings(data: SweepData, best: dict[str, pd.DataFrame]) -> list[str]:
                 continue
             chosen = group[axis].iloc[0]
             side = "smallest" if chosen == ran[0] else "largest" if chosen == ran[-1] else None
+            at_edge = data.trials[(data.trials["algorithm"] == alg) & (data.trials[axis] == chosen)]
+            if side is not None and (at_edge["status"] == "diverged").any():
+                continue  # the sweep saw divergence at this edge: never advise going beyond it
             if side is not None:
                 warnings.append(f"{alg}: the best {short} = {chosen:g} is the {side} value searched "
                                 f"({ran[0]:g} .. {ran[-1]:g}); the optimum may lie "
