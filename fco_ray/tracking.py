@@ -1,6 +1,6 @@
 """MLflow logging: single runs, and one parent run per sweep with one child run per trial.
 
-Layout (README "MLflow layout"; the sweep writes it, `fco-ray runs` and reports read it):
+Layout (docs/configuration.md; the sweep writes it, `fco-ray runs` and reports read it):
 - parent run: tags `fco.role=sweep`, `fco.sweep=<name>`, `fco.metric`, `fco.mode`; artifact
   `sweep.yaml`; at the end `fco.best.<algorithm>` (JSON config) and `best.<algorithm>.<metric>`;
 - child run per trial: tags `mlflow.parentRunId`, `fco.role=trial`, `fco.sweep`,
