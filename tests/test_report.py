@@ -456,9 +456,9 @@ def test_real_sweep_report_matches_mlflow(real_sweep):
 
 @pytest.mark.ray
 def test_real_sweep_child_runs_carry_names_summaries_and_models(real_sweep, tmp_path):
-    """What the MLflow UI shows of each trial: a readable name, final.* / best.* summary
-    metrics (the runs table's columns), the final model as model.npz; the experiment opens
-    in the model-training view."""
+    """What the MLflow UI shows of each trial: a readable name, the ranked metric's best.* and
+    mean.* summaries (no other: the chart view stays the curves), the final model as
+    model.npz; the experiment opens in the model-training view."""
     import fco_ray
     from fco_ray.tracking import flatten
 
