@@ -62,14 +62,15 @@ def plan(sweep: dict, only: dict[str, list[float]],
 
 def run_all(args, sweep: dict, runs: list, done: set) -> None:
     """Run the planned runs not yet in `args.out`: per (algorithm, twin) the step sizes as
-    ONE fused group (`fco_ray.fused.run_fused`: one pass over each node's data per exchange
+    ONE fused group (`fco_ray.core.engine.run_rounds`: one pass over each node's data per exchange
     for every step size; each member's rows equal its own run, tests/test_svrg_fused.py).
     Member rows go to `<out>.progress` as they come (a cut run can still be reported);
     a finished group appends one "run" line per member to `args.out`."""
     from fco_ray.algorithms import ALGORITHMS
     from fco_ray.backends import LocalBackend
-    from fco_ray.config import parse_problem, parse_run
-    from fco_ray.fused import run_fused
+    from fco_ray.core.config import parse_problem, parse_run
+    from fco_ray.core.engine import run_rounds
+    from fco_ray.core.group import make_group
     from fco_ray.problems import build_problem
 
     problem_cfg = dict(sweep["problem"])
@@ -117,16 +118,9 @@ def run_all(args, sweep: dict, runs: list, done: set) -> None:
                       flush=True)
 
             backend = LocalBackend(problems[twin])
-            if len(algorithms) > 1:
-                results = run_fused(problems[twin], algorithms, backend, rounds=rounds,
-                                    eval_every=args.eval_every,
-                                    seed=seed, divergence=configs[0].divergence, on_round=on_round)
-            else:
-                from fco_ray.engine import run_rounds
-
-                results = [run_rounds(problems[twin], algorithms[0], backend, rounds=rounds,
-                                      eval_every=args.eval_every, seed=seed, divergence=configs[0].divergence,
-                                      on_eval=lambda row: on_round(row["round"], {0: row}, []))]
+            results = run_rounds(problems[twin], make_group(algorithms), backend, rounds=rounds,
+                                 eval_every=args.eval_every, seed=seed,
+                                 divergence=configs[0].divergence, on_round=on_round)
             seconds = time.perf_counter() - start
             for h, result in zip(steps, results):
                 records = result.records

@@ -8,7 +8,7 @@ Builds `sparse_text_logreg` (default 10,000 nodes, the paper's scale) once; then
 method, times side by side and interleaved, `--repeats` times:
 
 - fused: one communication round of the fused group of the G step sizes of `--grid` (the
-  grid of sweeps/e7_fsvrg.yaml by default) through the engine's pieces (`fco_ray.fused.Fused`:
+  grid of sweeps/e7_fsvrg.yaml by default) through the engine's pieces (`fco_ray.core.group.Stacked`:
   every exchange through the local backend's `map_clients`, then the server update), i.e.
   one pass over each node's data serving all G members;
 - unfused: the same round for each of the G configurations alone, one after the other
@@ -35,10 +35,10 @@ sys.path.insert(0, str(ROOT))
 
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends import LocalBackend  # noqa: E402
-from fco_ray.config import parse_problem  # noqa: E402
-from fco_ray.fused import Fused, stack_states  # noqa: E402
+from fco_ray.core.config import parse_problem  # noqa: E402
+from fco_ray.core.group import Stacked, make_group, stack_states  # noqa: E402
+from fco_ray.ops.random import Key  # noqa: E402
 from fco_ray.problems import build_problem  # noqa: E402
-from fco_ray.random import Key  # noqa: E402
 
 GRID = [1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0]
 
@@ -77,14 +77,14 @@ def main() -> int:
     for name in args.methods:
         cls = ALGORITHMS[name]
         members = [cls(cls.Hyper(name=name, client_lr=h)) for h in args.grid]
-        fused = Fused(members)
+        fused = Stacked(members)
         states = [m.server_init(problem, {"w": w}) for m in members]
         stacked = stack_states(states)
         # compile and check: the fused members against their own rounds
         got = one_round(problem, fused, stacked, backend)["w"]
         worst = 0.0
         for g, (m, s) in enumerate(zip(members, states)):
-            want = one_round(problem, m, s, backend)["w"]
+            want = one_round(problem, make_group([m]), s, backend)["w"]
             finite = np.isfinite(want)
             if not np.array_equal(finite, np.isfinite(got[g])):
                 raise AssertionError(f"{name} h={args.grid[g]}: fused and unfused differ in finiteness")
@@ -94,7 +94,7 @@ def main() -> int:
         fused_t, unfused_t, single_t = [], [], []
         for _ in range(args.repeats):
             fused_t.append(timed(lambda: one_round(problem, fused, stacked, backend))[0])
-            alone = [timed(lambda: one_round(problem, m, s, backend))[0] for m, s in zip(members, states)]
+            alone = [timed(lambda: one_round(problem, make_group([m]), s, backend))[0] for m, s in zip(members, states)]
             unfused_t.append((sum(t[0] for t in alone), sum(t[1] for t in alone)))
             single_t.append(statistics.median(t[0] for t in alone))
         loads.append(os.getloadavg()[0])

@@ -10,7 +10,7 @@ bytes the problem holds (CSR arrays, labels, FSVRG's per-nonzero scalings, test 
 bytes per nonzero, and the peak traced memory while generating it. A dense n x d float64
 matrix is shown for scale. At `--round-at` nodes it also runs one FSVRG round (both
 exchanges: node gradients, then the local passes) through the local backend and reports its
-time and traced peak (and those of one fused round of `--fused` step sizes): the compiled per-node passes (`fco_ray.kernels_sparse`) keep O(d) state
+time and traced peak (and those of one fused round of `--fused` step sizes): the compiled per-node passes (`fco_ray.ops.kernels_sparse`) keep O(d) state
 per call and add every node's weighted result into one length-d vector, so that peak is
 O(d + the chunk's nodes), neither O(chunk_size x d) nor growing with the number of nodes.
 """
@@ -37,7 +37,7 @@ MiB = 2**20
 def traced_round(problem, backend, algorithm, state, ids):
     """One round of every node (all its exchanges) through the backend: (new state, seconds,
     traced peak bytes above what was held before it)."""
-    from fco_ray.random import Key
+    from fco_ray.ops.random import Key
 
     tracemalloc.reset_peak()
     before = tracemalloc.get_traced_memory()[0]
@@ -58,7 +58,7 @@ def held_bytes(problem) -> int:
 def child(clients: int, run_round: bool, chunk_size: int, fused: int = 0) -> dict:
     from fco_ray.algorithms import ALGORITHMS
     from fco_ray.backends import LocalBackend
-    from fco_ray.config import parse_problem
+    from fco_ray.core.config import parse_problem
     from fco_ray.problems import build_problem
 
     tracemalloc.start()
@@ -72,18 +72,18 @@ def child(clients: int, run_round: bool, chunk_size: int, fused: int = 0) -> dic
            "held": held_bytes(problem), "build_peak": build_peak, "build_s": build_s}
     if run_round:
         name = "fsvrg"
-        algorithm = ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, client_lr=300.0))
+        algorithm = make_group([ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, client_lr=300.0))])
         backend = LocalBackend(problem, chunk_size)
         state = algorithm.server_init(problem, {"w": np.zeros(problem.train.dim)})
         ids = np.arange(problem.num_clients)
         state, seconds, peak = traced_round(problem, backend, algorithm, state, ids)
         out.update(round_s=seconds, round_peak=peak, chunk_size=chunk_size,
                    finite=bool(np.all(np.isfinite(state["w"]))))
-        if fused:  # one round of a fused step-size group (fco_ray.fused): G models at once
-            from fco_ray.fused import Fused, stack_states
+        if fused:  # one round of a fused step-size group (fco_ray.core.group): G models at once
+            from fco_ray.core.group import Stacked, stack_states
 
             steps = [300.0 * 2.0 ** (i - fused // 2) for i in range(fused)]
-            group = Fused([ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, client_lr=h))
+            group = Stacked([ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, client_lr=h))
                            for h in steps])
             state = stack_states([m.server_init(problem, {"w": np.zeros(problem.train.dim)})
                                   for m in group.members])

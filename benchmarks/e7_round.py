@@ -12,7 +12,7 @@ times side by side, interleaved, `--repeats` times each:
   each node), reading w[j] and then adding into a length-d scratch at j: the memory traffic
   of a pass without its arithmetic;
 - bare exact pass: the least a compiled exact FSVRG round must do, written plainly here
-  (independent of `fco_ray.kernels_sparse`): the node gradients at w (one pass over the
+  (independent of `fco_ray.ops.kernels_sparse`): the node gradients at w (one pass over the
   data) and every node's lazy SVRG pass over a precomputed permutation (permutations made
   outside the timed region), adding (n_k/n)(w_k - w) into one length-d vector;
 - round: one FSVRG round through the engine's pieces (both exchanges via the local backend's
@@ -42,9 +42,10 @@ sys.path.insert(0, str(ROOT))
 
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends import LocalBackend  # noqa: E402
-from fco_ray.config import parse_problem  # noqa: E402
+from fco_ray.core.config import parse_problem  # noqa: E402
+from fco_ray.core.group import make_group  # noqa: E402
+from fco_ray.ops.random import PERMUTATION, Key  # noqa: E402
 from fco_ray.problems import build_problem  # noqa: E402
-from fco_ray.random import PERMUTATION, Key  # noqa: E402
 
 
 @njit(cache=True)
@@ -178,7 +179,7 @@ def main() -> int:
     x, n = train.x, train.x.shape[0]
     rng = np.random.default_rng(0)
     w = rng.normal(0, 0.1, train.dim)  # a generic point (not 0, where margins are trivial)
-    fsvrg = ALGORITHMS["fsvrg"](ALGORITHMS["fsvrg"].Hyper(name="fsvrg", client_lr=args.h))
+    fsvrg = make_group([ALGORITHMS["fsvrg"](ALGORITHMS["fsvrg"].Hyper(name="fsvrg", client_lr=args.h))])
     backend = LocalBackend(problem)
     # the permutations the round draws, precomputed for the bare pass (outside its timing)
     ids = np.arange(problem.num_clients)
@@ -211,7 +212,7 @@ def main() -> int:
     others = {}
     for name, hp in (("gd", {"client_lr": 64.0}), ("fsvrg_naive", {"client_lr": 3.0}),
                      ("dane", {"client_lr": 300.0}), ("cocoa_plus", {})):
-        algorithm = ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, **hp))
+        algorithm = make_group([ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, **hp))])
         one_round(problem, algorithm, LocalBackend(problem), w)  # warm (compile)
         others[name] = [timed(lambda: one_round(problem, algorithm, LocalBackend(problem), w))[1]
                         for _ in range(args.repeats)]

@@ -1,10 +1,10 @@
-"""Fused sweeps vs unfused: the configuration axis of fco_ray.fused, measured side by side.
+"""Fused sweeps vs unfused: the configuration axis of fco_ray.core.group, measured side by side.
 
     .venv/bin/python benchmarks/fused.py [--rounds R] [--repeats N] [--sweep FILE] [--sweep-rounds R] [--set K=V]
                                          [--only rounds,sweep] [--out FILE]
 
 rounds  per-round cost of one configuration (engine.run_rounds) and of a fused group of G
-        configurations (fused.run_fused) on the same problem, interleaved A, B, A, B, ... so
+        configurations (engine.run_rounds of a group.Stacked) on the same problem, interleaved A, B, A, B, ... so
         both see the same load: E1 (lasso, paper defaults, FedDualAvg, the 42 rate pairs of
         sweeps/e1_lasso.yaml), E2 (lowrank, the same grid), E5 (bilinear_l1, K = 10, FeDualEx,
         the paper's 35 pairs). Reported: ms per round (min and median), the group's cost in
@@ -29,20 +29,19 @@ import time
 from pathlib import Path
 from statistics import median
 
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fco_ray.algorithms import ALGORITHMS  # noqa: E402
-from fco_ray.backends import LocalBackend  # noqa: E402
-from fco_ray.config import parse_run  # noqa: E402
-from fco_ray.engine import run_rounds  # noqa: E402
-from fco_ray.fused import run_fused  # noqa: E402
-from fco_ray.problems import build_problem  # noqa: E402
-from fco_ray.algorithms.composite import DualAveraging, PrimalAveraging  # noqa: E402
-from fco_ray.random import Key  # noqa: E402
-
 import numpy as np  # noqa: E402
+
+from fco_ray.algorithms import ALGORITHMS  # noqa: E402
+from fco_ray.algorithms.composite import DualAveraging, PrimalAveraging  # noqa: E402
+from fco_ray.backends import LocalBackend  # noqa: E402
+from fco_ray.core.config import parse_run  # noqa: E402
+from fco_ray.core.engine import run_rounds  # noqa: E402
+from fco_ray.core.group import Stacked, make_group  # noqa: E402
+from fco_ray.ops.random import Key  # noqa: E402
+from fco_ray.problems import build_problem  # noqa: E402
 
 PAPER_RATES = [{"client_lr": c, "server_lr": s}
                for c in (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4)
@@ -95,14 +94,14 @@ def per_round(rounds: int, repeats: int, cases: dict) -> list[str]:
         for rep in range(repeats + 1):  # the first repeat warms up (compilation, caches)
             for loop in loops:
                 with python_steps(problem, loop == "Python steps"):
-                    one = timed(lambda: run_rounds(problem, algorithms[stable], backend, rounds=rounds,
+                    one = timed(lambda: run_rounds(problem, make_group([algorithms[stable]]), backend, rounds=rounds,
                                                    eval_every=every, seed=0, divergence=None))
-                    group = timed(lambda: run_fused(problem, algorithms, backend, rounds=rounds,
+                    group = timed(lambda: run_rounds(problem, Stacked(algorithms), backend, rounds=rounds,
                                                     eval_every=every, seed=0, divergence=None))
                 if rep:
                     times[loop]["single"].append([t / rounds for t in one])
                     times[loop]["fused"].append([t / rounds for t in group])
-        results = run_fused(problem, algorithms, backend, rounds=2, eval_every=2, seed=0,
+        results = run_rounds(problem, Stacked(algorithms), backend, rounds=2, eval_every=2, seed=0,
                             divergence=None)
         g = len(algorithms)
         alive = sum(r.status == "finished" for r in results)

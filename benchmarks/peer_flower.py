@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.api import make_problem, resolve  # noqa: E402
 from fco_ray.backends.local import LocalBackend  # noqa: E402
-from fco_ray.engine import run_rounds  # noqa: E402
+from fco_ray.core.engine import run_rounds  # noqa: E402
 
 VENV = ROOT / "benchmarks" / ".venv-flower"
 TASKS = {

@@ -5,7 +5,7 @@
 
 The FedAvg task of benchmarks/peer_flower.py (E1 with lam = 0: 64 clients x 128, 10 per
 round; and 1,000 clients x 32, 100 per round; K = 10, batch 10), one process, one private
-local Ray cluster (`fco_ray.cluster.connect`, 2 CPUs). Modes, run in blocks of `--rounds`
+local Ray cluster (`fco_ray.backends.cluster.connect`, 2 CPUs). Modes, run in blocks of `--rounds`
 rounds, interleaved (local, ray, noop, noop_ref, local, ray, ...), so that the blocks of one
 cycle see the same background load; the first 5 rounds of a block are not counted:
   local     the local backend
@@ -35,13 +35,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from fco_ray import cluster  # noqa: E402
+from peer_flower import TASKS, task_config  # noqa: E402
+
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.api import make_problem, resolve  # noqa: E402
-from fco_ray.backends import ray_backend  # noqa: E402
+from fco_ray.backends import (
+    cluster,  # noqa: E402
+    ray_backend,  # noqa: E402
+)
 from fco_ray.backends.local import LocalBackend  # noqa: E402
-from fco_ray.random import Key  # noqa: E402
-from peer_flower import TASKS, task_config  # noqa: E402
+from fco_ray.core.group import make_group  # noqa: E402
+from fco_ray.ops.random import Key  # noqa: E402
 
 MODES = ("local", "ray", "noop", "noop_ref")
 SKIP = 5
@@ -106,7 +110,7 @@ def main() -> None:
         for task in args.tasks.split(","):
             cfg = resolve(task_config(task, 0))
             problem = make_problem(cfg)
-            algorithm = ALGORITHMS["fedavg"](cfg.algorithm)
+            algorithm = make_group([ALGORITHMS["fedavg"](cfg.algorithm)])
             for cycle in range(args.blocks):
                 row = {"task": task, "cycle": cycle, "load": load()}
                 for mode in MODES:

@@ -10,7 +10,7 @@ Workloads (client work per round = clients per round x local steps x cost of a s
   lasso    E1's lasso at 1,000 clients x 32 (d = 1024), FedMiD, batch 10; (clients per
            round, K) = (100, 10), (1000, 50)
 Each (workload, threads) pair runs in its own process, with one local Ray cluster of 2 CPUs
-(fco_ray.cluster.connect(num_cpus=2)). The local backend and the ray backend with 1 and with
+(fco_ray.backends.cluster.connect(num_cpus=2)). The local backend and the ray backend with 1 and with
 2 actors are alive at once; each cycle runs one round (client work + server update) on each,
 from the same server state, so the three times of a cycle are side by side under the same
 background load; 2 warm-up cycles are not counted. Speedup = local time / ray time per
@@ -73,12 +73,12 @@ def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
-    from fco_ray import cluster
     from fco_ray.algorithms import ALGORITHMS
     from fco_ray.api import make_problem, resolve
+    from fco_ray.backends import cluster
     from fco_ray.backends.local import LocalBackend
     from fco_ray.backends.ray_backend import RayBackend
-    from fco_ray.random import Key
+    from fco_ray.ops.random import Key
 
     spec = WORKLOADS[workload]
     grid = spec["grid"][:2] if quick else spec["grid"]

@@ -5,7 +5,7 @@
 Every measurement is a fresh Python process running E1 (64 clients x 128, d = 1024,
 FedAvg, K = 10, batch 10, 10 clients per round) on the ray backend with 2 actors, timing:
   import     importing fco_ray and Ray
-  ray        `ray.init` / `fco_ray.cluster.connect` (starting or joining the cluster)
+  ray        `ray.init` / `fco_ray.backends.cluster.connect` (starting or joining the cluster)
   backend    `RayBackend(...)` after that: placement group, shard data to the object
              store, actor creation (asynchronous: returns before the actors are up)
   round 1    the first round: waits for the actors (process, imports, shard fetch) and
@@ -14,15 +14,15 @@ FedAvg, K = 10, batch 10, 10 clients per round) on the ray backend with 2 actors
   close      `backend.close()` (ends the actors, and the cluster if it started it)
 for these ways of getting a cluster and actors, interleaved (A, B, C, A, B, C, ...; `--modes`):
   default    a new local cluster with Ray's default options (`ray.init(address="local")`),
-             what the backend did before fco_ray/cluster.py (with address=None)
-  fco_ray    a new local cluster through `fco_ray.cluster.connect()` (loopback, no
+             what the backend did before fco_ray/backends/cluster.py (with address=None)
+  fco_ray    a new local cluster through `fco_ray.backends.cluster.connect()` (loopback, no
              dashboard UI, no metrics collection, no worker logs to the driver, and
              neither the autoscaler monitor nor the log monitor: `cluster.LEAN`)
   fco_ray_full  the same with Ray's full set of node processes (`cluster.LEAN = False`:
              what `connect()` started before LEAN), for a side-by-side comparison
-  connected_2nd  the second run of a process connected once (`fco_ray.cluster.connect()`):
+  connected_2nd  the second run of a process connected once (`fco_ray.backends.cluster.connect()`):
              the cluster is up, the second backend ships its shards and starts its actors
-  reused_2nd the second run inside `fco_ray.cluster.reuse()`: the second backend (on the
+  reused_2nd the second run inside `fco_ray.backends.cluster.reuse()`: the second backend (on the
              problem built again) takes over the first one's parked actors
   joined     an existing cluster (started once with `ray start --head` on 127.0.0.1, workers
              at normal priority, as the README's "many runs" recipe does), joined by address
@@ -52,11 +52,11 @@ import json, sys, time
 t0 = time.perf_counter()
 import numpy as np
 import ray
-from fco_ray import cluster
+from fco_ray.backends import cluster
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.api import make_problem, resolve
 from fco_ray.backends.ray_backend import RayBackend
-from fco_ray.random import Key
+from fco_ray.ops.random import Key
 out = {"import": time.perf_counter() - t0}
 mode, address = sys.argv[1], sys.argv[2]
 cfg = resolve({"problem": {"name": "lasso", "lam": 0.0}, "algorithm": {"name": "fedavg",

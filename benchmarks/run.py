@@ -42,9 +42,9 @@ sys.path.insert(0, str(ROOT))
 
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends.local import LocalBackend  # noqa: E402
-from fco_ray.engine import INIT_TAG, evaluate, run_rounds  # noqa: E402
+from fco_ray.core.engine import INIT_TAG, evaluate, run_rounds  # noqa: E402
+from fco_ray.ops.random import Key, generator, sample_clients  # noqa: E402
 from fco_ray.problems import PROBLEMS  # noqa: E402
-from fco_ray.random import Key, generator, sample_clients  # noqa: E402
 
 E1_ALGORITHMS = ["fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp"]
 # stable rates (tests/test_claims.py); a diverged run stops early and is refused below
@@ -397,6 +397,7 @@ def section_scaling(out: dict, bw: dict, quick: bool, repeats: int) -> None:
 def section_ray(out: dict, quick: bool, repeats: int) -> None:
     try:
         import ray
+
         from fco_ray.backends.ray_backend import RayBackend
     except ImportError as e:
         out["ray"] = {"skipped": f"the Ray backend is not importable: {e}"}

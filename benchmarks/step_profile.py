@@ -23,13 +23,13 @@ from numba import njit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fco_ray import kernels  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends.local import LocalBackend  # noqa: E402
-from fco_ray.engine import run_rounds  # noqa: E402
+from fco_ray.core.engine import run_rounds  # noqa: E402
+from fco_ray.ops import kernels  # noqa: E402
+from fco_ray.ops.random import Key  # noqa: E402
+from fco_ray.ops.tree import axpy, stack  # noqa: E402
 from fco_ray.problems import PROBLEMS  # noqa: E402
-from fco_ray.random import Key  # noqa: E402
-from fco_ray.tree import axpy, stack  # noqa: E402
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})

@@ -1,10 +1,10 @@
 """fco-ray: federated composite optimization on Ray, swept with Ray Tune, logged to MLflow."""
 from importlib import import_module
 
-from .errors import ConfigError
+from .runtime.errors import ConfigError
 
 __all__ = ["ALGORITHMS", "PROBLEMS", "Algorithm", "ClientData", "ConfigError", "Problem",
-           "ProblemParams", "register_algorithm", "register_problem", "run", "run_grid"]
+           "ProblemParams", "register_algorithm", "register_problem", "regularizers", "run", "run_grid"]
 __version__ = "0.1.0"
 
 # Imported on first use: `import fco_ray` (the CLI, a Ray worker) must not pay for numba,
@@ -12,10 +12,16 @@ __version__ = "0.1.0"
 _LAZY = {"ALGORITHMS": ".algorithms", "Algorithm": ".algorithms", "register_algorithm": ".algorithms",
          "PROBLEMS": ".problems", "ClientData": ".problems", "Problem": ".problems",
          "ProblemParams": ".problems", "register_problem": ".problems", "run": ".api",
-         "run_grid": ".grid"}
+         "run_grid": ".core.grid"}
+#: public modules of the API for custom problems (`from fco_ray import regularizers as R`)
+_MODULES = {"regularizers": ".ops.regularizers"}
 
 
 def __getattr__(name):
+    if name in _MODULES:
+        value = import_module(_MODULES[name], __name__)
+        globals()[name] = value
+        return value
     if name in _LAZY:
         value = getattr(import_module(_LAZY[name], __name__), name)
         globals()[name] = value  # once
@@ -24,4 +30,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted([*globals(), *_LAZY])
+    return sorted([*globals(), *_LAZY, *_MODULES])

@@ -5,37 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import pandas as pd
 
-from .algorithms import ALGORITHMS
-from .backends import make_backend
-from .checks import check_clients, check_fits
-from .config import ConfigError, RunConfig, load_yaml, parse_run
-from .engine import run_rounds
-from .problems import build_problem
+from .core.config import RunConfig, parse_run
+from .core.plan import prepare_one, rows_callback
 from .problems.base import Problem
+from .runtime.files import load_yaml
+from .runtime.progress import Progress
 
 
-def resolve(config) -> RunConfig:
-    """A RunConfig from a RunConfig, a dict, or a path to a YAML file."""
+def resolve(config, problem: Problem | None = None) -> RunConfig:
+    """A RunConfig from a RunConfig, a dict, or a path to a YAML file (with a custom
+    `problem` instance, the file's problem section is replaced by `{name: custom}`)."""
     if isinstance(config, RunConfig):
         return config
-    if isinstance(config, (str, Path)):
-        config = load_yaml(config)
-    return parse_run(config)
-
-
-def make_problem(cfg: RunConfig) -> Problem:
-    try:
-        return build_problem(cfg.problem, cfg.seed)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    raw = load_yaml(config) if isinstance(config, (str, Path)) else config
+    return parse_run({**raw, "problem": {"name": "custom"}} if problem is not None else raw)
 
 
 def run(config, *, problem: Problem | None = None,
         on_eval: Callable[[dict], None] | None = None, return_model: bool = False,
-        **checkpoints):
+        tracking: bool | str = False, progress: bool = False, **checkpoints):
     """Run one configuration and return one row per evaluated round.
 
     `config`: a dict, a YAML path or a RunConfig (schema: docs/configuration.md).
@@ -47,35 +37,40 @@ def run(config, *, problem: Problem | None = None,
     for LASSO; saddle problems hold both players' blocks), or None for a diverged run (its
     iterates are not finite). Save it with `np.savez(path, **model)`.
     The run's final status ("finished" or "diverged") is in `df.attrs["status"]`.
+    `tracking`: log the run to MLflow exactly as `fco-ray run` does (True: the config's
+    `tracking` section, default the SQLite store `mlflow.db` in the working directory; a
+    string: that tracking URI); the run's id is in `df.attrs["mlflow_run_id"]`.
+    `progress`: a progress line on stderr (round, rounds/s, ETA, train_loss) as rows come.
     `checkpoints`: `start`, `checkpoint_every`, `on_checkpoint` of `engine.run_rounds`.
 
     The model is not put in `df.attrs`: pandas deep-copies attrs on every selection, and
     `pd.concat` of frames whose attrs hold arrays raises.
     """
-    if isinstance(config, (str, Path)):
-        config = load_yaml(config)
-    if problem is not None and isinstance(config, dict):
-        config = {**config, "problem": {"name": "custom"}}
-    cfg = resolve(config)
-    if problem is not None:  # a custom instance: its own kinds decide what fits
-        check_fits(cfg.algorithm.name, problem.kinds, problem.name)
-    else:
-        problem = make_problem(cfg)
-    check_clients(cfg.algorithm.clients_per_round, problem.num_clients, problem.name)
-    algorithm = ALGORITHMS[cfg.algorithm.name](cfg.algorithm)
-    backend = make_backend(cfg.backend.model_dump(), problem)
+    cfg = resolve(config, problem)
+    prepared = prepare_one(cfg, problem)  # the data is read and checked before MLflow is touched
+    log = None
+    if tracking:
+        from .tracking import RunLog
+
+        log = RunLog(cfg, tracking if isinstance(tracking, str) else None)
+    shown = Progress(cfg.rounds, ["train_loss"]) if progress else None
+    rows = [f for f in (log.add if log else None, shown, on_eval) if f is not None]
     try:
-        result = run_rounds(problem, algorithm, backend, rounds=cfg.rounds,
-                            eval_every=cfg.eval_every, seed=cfg.seed, on_eval=on_eval,
-                            divergence=cfg.divergence, **checkpoints)
+        (result,) = prepared.run(rows_callback(lambda row: [f(row) for f in rows]) if rows else None,
+                                 **checkpoints)
+    except BaseException:
+        if log is not None:
+            log.fail()
+        raise
     finally:
-        backend.close()
+        if shown is not None:
+            shown.close()
+    model = prepared.model(0, result)
     df = pd.DataFrame.from_records(result.records)
     df.attrs["status"] = result.status
     df.attrs["config"] = cfg.model_dump(mode="json")
-    if not return_model:
-        return df
-    model = None
-    if result.status == "finished":
-        model = {k: np.array(v, copy=True) for k, v in algorithm.output(problem, result.state).items()}
-    return df, model
+    if log is not None:
+        log.close(result.status, int(df["round"].iloc[-1]) if len(df) else 0, model)
+        df.attrs["mlflow_run_id"], df.attrs["mlflow_uri"] = log.run_id, log.store.uri
+        df.attrs["mlflow_url"] = log.url()
+    return (df, model) if return_model else df

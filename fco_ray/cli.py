@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .files import ConfigError, apply_overrides, load_yaml
+from .runtime.files import ConfigError, apply_overrides, load_yaml
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 SWEEP_ONLY_KEYS = {"algorithms", "search", "seeds", "tune", "name", "report"}
@@ -62,66 +62,17 @@ def cmd_run(args) -> int:
                           f"run it with: fco-ray sweep {args.file}")
     try:
         raw = apply_overrides(raw, args.set)
-        from .config import parse_run  # the registries (numba, scipy): now that the file is read
+        from .api import run  # the registries (numba, scipy): now that the file is read
 
-        cfg = parse_run(raw)
-        from .api import make_problem, run
-        from .progress import Progress
-
-        from .checks import check_clients
-
-        problem = make_problem(cfg)  # its data must be readable before MLflow is touched
-        check_clients(cfg.algorithm.clients_per_round, problem.num_clients, cfg.problem.name)
+        df = run(raw, progress=not args.quiet, tracking=not args.no_mlflow)
     except ConfigError as e:
         raise ConfigError(f"{args.file}: {e}") from None
-    store = run_id = None
-    if not args.no_mlflow:
-        from .tracking import Store, check_store, close_run, default_uri, run_label, start_single_run
-
-        uri = cfg.tracking.uri or default_uri()
-        check_store(uri)  # fail fast, before any work
-        store = Store(uri)
-        config = cfg.model_dump(mode="json")
-        run_id = start_single_run(store, config, f"{run_label(config)} {cfg.problem.name}")
-    progress = None if args.quiet else Progress(cfg.rounds, ["train_loss"])
-
-    def on_eval(row: dict) -> None:
-        if run_id:
-            store.log_rows(run_id, [row])
-        if progress is not None:
-            progress(row)
-    try:
-        df, model = run(cfg, problem=problem, on_eval=on_eval, return_model=True)
-    except BaseException:
-        if run_id:
-            close_run(store, run_id, "error", 0)
-        raise
-    finally:
-        if progress is not None:
-            progress.close()
-    status = df.attrs["status"]
     print(_table(df))
-    print(f"status: {status}")
-    if run_id:
-        from .tracking import Summary
-
-        summary = Summary()
-        for row in df.to_dict("records"):
-            summary.add(row)
-        if model is not None:  # the final model (and E6's attack image) as run artifacts
-            import tempfile
-
-            from .artifacts import trial_artifacts
-
-            with tempfile.TemporaryDirectory() as tmp:
-                trial_artifacts(cfg, model, Path(tmp))
-                store.client.log_artifacts(run_id, tmp)
-        close_run(store, run_id, status, int(df["round"].iloc[-1]) if len(df) else 0, summary)
-        print(f"MLflow run {run_id} in {store.uri} (experiment {cfg.tracking.experiment!r})")
-        from .tracking import run_url, ui_base
-
-        _next_steps(store.uri, run_url(ui_base(store.uri), store.experiment_id(cfg.tracking.experiment,
-                                                                                create=False), run_id))
+    print(f"status: {df.attrs['status']}")
+    if "mlflow_run_id" in df.attrs:
+        print(f"MLflow run {df.attrs['mlflow_run_id']} in {df.attrs['mlflow_uri']} "
+              f"(experiment {df.attrs['config']['tracking']['experiment']!r})")
+        _next_steps(df.attrs["mlflow_uri"], df.attrs["mlflow_url"])
     return EXIT_OK
 
 
@@ -242,7 +193,7 @@ def _existing_store(uri: str | None) -> str:
     """The tracking URI to read (`uri`, else MLFLOW_TRACKING_URI, else ./mlflow.db), if it
     names an MLflow store that exists: reading (runs, report) must never create an empty
     store, nor a directory for a URI that is no store at all. Without importing MLflow."""
-    from .files import check_tracking_uri
+    from .runtime.files import check_tracking_uri
 
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
     try:

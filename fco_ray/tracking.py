@@ -38,7 +38,7 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
-from .errors import ConfigError
+from .runtime.errors import ConfigError
 
 ROLE, SWEEP, TRIAL_ID, ALGORITHM, STATUS = "fco.role", "fco.sweep", "fco.trial_id", "fco.algorithm", "fco.status"
 PARENT = "mlflow.parentRunId"
@@ -75,7 +75,7 @@ def check_store(uri: str, timeout: float = 10.0) -> None:
     MLflow's business). `sqlite:///PATH`: PATH must open as an SQLite database (its
     directory is created, as MLflow would). Other stores are left to MLflow.
     """
-    from .config import check_tracking_uri
+    from .runtime.files import check_tracking_uri
 
     try:
         check_tracking_uri(uri)  # a bare word would become a file store directory
@@ -623,3 +623,40 @@ class SweepLog:
                 {"round": 0, **{f"best.{alg}.{m}": row[m] for m in best.attrs["metrics"]}}])
         self.store.client.set_terminated(self.parent_id, "FAILED" if failed else "FINISHED")
         return best
+
+
+class RunLog:
+    """One configuration logged as one MLflow run, the way `fco-ray run` logs it: params =
+    the config, a metric per column at step = round as the rows come, `fco.status`, the
+    `final.*` / `best.*` summaries, and the final model (E6: also its attack) as artifacts.
+    The store is checked before the run is created (`check_store`)."""
+
+    def __init__(self, cfg, uri: str | None = None):
+        uri = uri or cfg.tracking.uri or default_uri()
+        check_store(uri)
+        self.cfg, self.store, self.summary = cfg, Store(uri), Summary()
+        config = cfg.model_dump(mode="json")
+        self.run_id = start_single_run(self.store, config, f"{run_label(config)} {cfg.problem.name}")
+
+    def add(self, row: dict) -> None:
+        self.store.log_rows(self.run_id, [row])
+        self.summary.add(row)
+
+    def fail(self) -> None:
+        close_run(self.store, self.run_id, "error", 0)
+
+    def close(self, status: str, final_round: int, model: dict | None) -> None:
+        if model is not None:  # the final model (and E6's attack image) as run artifacts
+            import tempfile
+
+            from .artifacts import trial_artifacts
+
+            with tempfile.TemporaryDirectory() as tmp:
+                trial_artifacts(self.cfg, model, Path(tmp))
+                self.store.client.log_artifacts(self.run_id, tmp)
+        close_run(self.store, self.run_id, status, final_round, self.summary)
+
+    def url(self) -> str:
+        """The run's page in the MLflow UI."""
+        experiment = self.store.experiment_id(self.cfg.tracking.experiment, create=False)
+        return run_url(ui_base(self.store.uri), experiment, self.run_id)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fco_ray.ops.random import Key
 from fco_ray.problems.linear import make_lasso, make_lowrank
-from fco_ray.random import Key
 
 
 def small_lasso(lam=0.05, clients=8, samples=16, dim=20, support=5, seed=0):
@@ -41,8 +41,6 @@ def fused_on_ray_equals_local(problem, members, **kwargs):
     and rows (to 1e-10); return the local results."""
     from fco_ray.backends import LocalBackend
     from fco_ray.backends.ray_backend import RayBackend
-    from fco_ray.fused import run_fused
-
     local = run_fused(problem, members, LocalBackend(problem), **kwargs)
     backend = RayBackend(problem, actors=2)
     try:
@@ -56,3 +54,45 @@ def fused_on_ray_equals_local(problem, members, **kwargs):
             for k in ra:
                 np.testing.assert_allclose(ra[k], rb[k], rtol=1e-10, err_msg=k)
     return local
+
+
+def run_one(problem, algorithm, backend, **kwargs):
+    """One configuration through the engine's round loop (a group of one): its RunResult."""
+    from fco_ray.core.engine import run_rounds
+    from fco_ray.core.group import make_group
+
+    (result,) = run_rounds(problem, make_group([algorithm]), backend, **kwargs)
+    return result
+
+
+def run_fused(problem, members, backend, lams=None, **kwargs):
+    """Configurations of one algorithm as one stacked group: a RunResult per member."""
+    from fco_ray.core.engine import run_rounds
+    from fco_ray.core.group import Stacked
+
+    return run_rounds(problem, Stacked(members, lams), backend, **kwargs)
+
+
+def run_group(configs, on_round=None, **checkpoints):
+    """Configurations prepared as one group (`fco_ray.core.plan.prepare`) and run: per
+    configuration its RunResult and final model (None if it diverged)."""
+    from fco_ray.core.plan import prepare
+
+    (prepared,) = prepare(configs, max_group=len(configs))
+    results = prepared.run(on_round, **checkpoints)
+    return [(r, prepared.model(j, r)) for j, r in enumerate(results)]
+
+
+class InfeasibleError(AssertionError):
+    """A model lies outside its constraint set."""
+
+
+def check_feasible(psi: R.Blockwise, params: Params, where: str = "") -> None:
+    """Raise InfeasibleError unless every constrained block of `params` (batched or not)
+    satisfies its constraint, i.e. psi(params) < inf (up to `fco_ray.ops.regularizers.FEASIBILITY_TOL`)."""
+    for name, reg in psi.regs.items():
+        if reg.is_constraint:
+            value = np.asarray(reg.value(params[name], len(psi.shapes[name])))
+            if not np.all(np.isfinite(value)):
+                raise InfeasibleError(f"{where}: block {name!r} violates {reg!r} "
+                                      f"(for {int(np.sum(~np.isfinite(value)))} of {value.size} models)")

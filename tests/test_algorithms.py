@@ -2,14 +2,15 @@
 import numpy as np
 import pytest
 
-from fco_ray import regularizers as R
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.algorithms.base import FederatedHyper
 from fco_ray.backends import LocalBackend
-from fco_ray.engine import INIT_TAG, run_rounds
-from fco_ray.random import generator, sample_clients
+from fco_ray.core.engine import INIT_TAG
+from fco_ray.core.group import make_group
+from fco_ray.ops import regularizers as R
+from fco_ray.ops.random import generator, sample_clients
 
-from .helpers import one_client_grad, small_lasso, small_lowrank
+from .helpers import one_client_grad, run_one, small_lasso, small_lowrank
 
 COMPOSITE = ["fedavg", "fedavg_subgrad", "fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp"]
 
@@ -18,7 +19,7 @@ def final_model(problem, name, rounds=5, seed=3, **hp):
     hyper = ALGORITHMS[name].Hyper(name=name, **{"client_lr": 0.01, "local_steps": 4,
                                                  "batch_size": 3, "clients_per_round": 4, **hp})
     algorithm = ALGORITHMS[name](hyper)
-    result = run_rounds(problem, algorithm, LocalBackend(problem), rounds=rounds, eval_every=1, seed=seed)
+    result = run_one(problem, algorithm, LocalBackend(problem), rounds=rounds, eval_every=1, seed=seed)
     assert result.status == "finished"
     return algorithm.output(problem, result.state), result
 
@@ -153,7 +154,7 @@ def test_results_do_not_depend_on_chunking():
     outs = []
     for chunk in (1, 4, 1024):
         alg = ALGORITHMS["feddualavg"](hyper)
-        res = run_rounds(problem, alg, LocalBackend(problem, chunk_size=chunk), rounds=4, eval_every=2, seed=1)
+        res = run_one(problem, alg, LocalBackend(problem, chunk_size=chunk), rounds=4, eval_every=2, seed=1)
         outs.append(alg.output(problem, res.state)["w"])
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-12)
     np.testing.assert_allclose(outs[0], outs[2], rtol=1e-12)
@@ -172,13 +173,13 @@ def test_sample_weighted_aggregation():
     uni = ALGORITHMS["fedavg"](FederatedHyper(name="fedavg", **hp))
     wtd = ALGORITHMS["fedavg"](FederatedHyper(name="fedavg", weighting="samples", **hp))
     w0 = problem.init_params(generator(0, INIT_TAG))
-    from fco_ray.random import Key
+    from fco_ray.ops.random import Key
 
     ids = np.arange(3)
     msgs = uni.client_update(problem, {"w": w0}, ids, Key(0, 0, ids))
     backend = LocalBackend(problem)
-    total_u, weight_u = backend.map_clients(uni, {"w": w0}, ids, Key(0, 0, ids))
-    total_w, weight_w = backend.map_clients(wtd, {"w": w0}, ids, Key(0, 0, ids))
+    total_u, weight_u = backend.map_clients(make_group([uni]), {"w": w0}, ids, Key(0, 0, ids))
+    total_w, weight_w = backend.map_clients(make_group([wtd]), {"w": w0}, ids, Key(0, 0, ids))
     np.testing.assert_allclose(total_u["w"] / weight_u, msgs["w"].mean(axis=0), rtol=1e-12)
     expected = np.average(msgs["w"], axis=0, weights=[4, 8, 20])
     np.testing.assert_allclose(total_w["w"] / weight_w, expected, rtol=1e-12)

@@ -5,7 +5,7 @@ import pytest
 
 import fco_ray
 from fco_ray import ClientData, ConfigError, Problem
-from fco_ray import regularizers as R
+from fco_ray.ops import regularizers as R
 
 SMALL = {"name": "lasso", "clients": 8, "samples_per_client": 16, "dim": 20, "support": 4,
          "val_clients": 2}
@@ -151,7 +151,8 @@ def test_linalg_error_inside_a_round_ends_the_run_as_diverged():
 
 
 def test_return_model_gives_the_final_model_whose_metrics_are_the_last_row(tmp_path):
-    from fco_ray.api import make_problem, resolve
+    from fco_ray.api import resolve
+    from fco_ray.core.plan import build as make_problem
 
     df, model = fco_ray.run(config(), return_model=True)
     pd.testing.assert_frame_equal(df, fco_ray.run(config()))  # same rows either way

@@ -21,9 +21,10 @@ from mlflow import MlflowClient
 
 import fco_ray
 from fco_ray.cli import main
-from fco_ray.config import ConfigError, _ConfigLoader
 from fco_ray.data.text_generator import generate_text_nodes
 from fco_ray.problems.text import SparseTextLogReg, data_fingerprint
+from fco_ray.runtime.errors import ConfigError
+from fco_ray.runtime.files import _ConfigLoader
 
 LASSO = {"name": "lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
          "samples_per_client": 32}

@@ -11,8 +11,9 @@ import pytest
 
 import fco_ray
 from fco_ray.algorithms import ALGORITHMS
-from fco_ray.config import ConfigError, parse_run
+from fco_ray.core.config import parse_run
 from fco_ray.problems import PROBLEMS
+from fco_ray.runtime.errors import ConfigError
 
 #: small instances of every registered problem (the paper defaults are too large here)
 SMALL = {

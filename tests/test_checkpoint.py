@@ -6,7 +6,7 @@ import pytest
 
 import fco_ray
 from fco_ray.algorithms import ALGORITHMS
-from fco_ray.checkpoint import FILE, Snapshot, load_snapshot, save_snapshot
+from fco_ray.core.checkpoint import FILE, Snapshot, load_snapshot, save_snapshot
 from tests.test_battery import FITTING, config
 
 #: one problem per algorithm (the first that fits, in the battery's order)
@@ -54,7 +54,7 @@ def test_snapshot_round_trip_keeps_types_and_refuses_objects(tmp_path):
 def test_snapshot_rebuilds_only_fco_ray_dataclasses(tmp_path):
     import json
 
-    from fco_ray.solvers import FistaState
+    from fco_ray.algorithms.solvers import FistaState
 
     state = {"fista": FistaState({"w": np.ones(2)}, {"w": np.zeros(2)}, 1.5, 0.25)}
     save_snapshot(tmp_path, Snapshot(3, state))
@@ -77,8 +77,9 @@ FUSABLE = [(a, ONE_EACH[a]) for a in sorted(ONE_EACH) if ALGORITHMS[a].fusable]
 def test_restored_fused_group_continues_with_identical_numbers(algorithm, problem, tmp_path):
     """A fused group of three client rates restored at round 4 (on E1 the rate 1.0 diverges
     at round 1: the snapshot holds the two members still running)."""
-    from fco_ray.config import parse_run
-    from fco_ray.grid import run_group
+    from fco_ray.core.config import parse_run
+
+    from .helpers import run_group
 
     base = config(algorithm, problem, rounds=6, eval_every=1)
     configs = [parse_run({**base, "algorithm": {**base["algorithm"], "client_lr": lr}})

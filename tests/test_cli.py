@@ -1,5 +1,6 @@
 """`fco-ray` exit codes and messages: 0 success, 2 invalid input, 1 anything else."""
 import ast
+
 import pytest
 import yaml
 
@@ -140,7 +141,7 @@ def test_example_run_config_runs(files, capsys):
 def test_progress_lines_rate_and_eta():
     import io
 
-    from fco_ray.progress import Progress, duration
+    from fco_ray.runtime.progress import Progress, duration
 
     now = [100.0]
     stream = io.StringIO()
@@ -172,3 +173,27 @@ def test_best_table_does_not_repeat_the_ranked_metric_as_score():
                       metrics=["density", "f1", "train_loss"])
     table = _best_table(best, "f1")
     assert list(table.columns) == ["algorithm", "client_lr", "server_lr", "seeds", "f1", "density", "train_loss"]
+
+
+def test_the_python_api_logs_a_run_exactly_as_fco_ray_run_does(files, capsys):
+    """`fco_ray.run(config, tracking=True)` and `fco-ray run` go through one tracking layer:
+    the same params, tags, metric histories (values and steps) and artifacts."""
+    import fco_ray
+
+    assert call(capsys, "run", "run.yaml")[0] == 0
+    df = fco_ray.run(RUN, tracking=True)
+    store = Store()
+    exp = store.experiment_id("fco-ray", create=False)
+    cli_run, api_run = sorted(store.search(exp, filter_tags(**{"fco.role": "run"})),
+                              key=lambda r: r.info.start_time)
+    assert api_run.info.run_id == df.attrs["mlflow_run_id"] and df.attrs["mlflow_uri"] == store.uri
+    assert api_run.data.params == cli_run.data.params
+    assert api_run.info.run_name == cli_run.info.run_name
+    assert {k: v for k, v in api_run.data.tags.items() if not k.startswith("mlflow.")} == \
+        {k: v for k, v in cli_run.data.tags.items() if not k.startswith("mlflow.")}
+    assert api_run.data.metrics == cli_run.data.metrics
+    for metric in cli_run.data.metrics:
+        history = [(m.step, m.value) for m in store.client.get_metric_history(cli_run.info.run_id, metric)]
+        assert [(m.step, m.value) for m in store.client.get_metric_history(api_run.info.run_id, metric)] == history
+    listed = sorted(a.path for a in store.client.list_artifacts(cli_run.info.run_id))
+    assert listed and sorted(a.path for a in store.client.list_artifacts(api_run.info.run_id)) == listed

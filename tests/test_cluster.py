@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fco_ray.cluster import requested_address
-from fco_ray.config import ConfigError
+from fco_ray.backends.cluster import requested_address
+from fco_ray.runtime.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = Path(sys.executable).parent / "ray"
@@ -39,8 +39,9 @@ def test_ray_backend_refuses_auto_before_starting_anything(monkeypatch):
     ray = pytest.importorskip("ray")
     if ray.is_initialized():
         pytest.skip("this process is already connected to Ray (the address is not used then)")
-    from fco_ray.api import make_problem, resolve
+    from fco_ray.api import resolve
     from fco_ray.backends import make_backend
+    from fco_ray.core.plan import build as make_problem
 
     problem = make_problem(resolve({"problem": {"name": "lowrank", "clients": 3, "dim": 4,
                                                 "rank": 1}, "algorithm": {"name": "fedmid"}}))
@@ -108,7 +109,8 @@ _PROBE = r"""
 import json, os, re, subprocess, sys
 from pathlib import Path
 import ray
-from fco_ray.api import make_problem, resolve
+from fco_ray.api import resolve
+from fco_ray.core.plan import build as make_problem
 from fco_ray.backends.ray_backend import RayBackend
 
 out = {}
@@ -182,7 +184,7 @@ def test_backend_does_not_join_an_unrelated_local_cluster(unrelated_head):
 
 _CONNECT = """
 import sys, ray
-from fco_ray import cluster
+from fco_ray.backends import cluster
 for address in sys.argv[1:]:
     try:
         c = cluster.connect(address)
@@ -252,7 +254,7 @@ sys.exit(main(sys.argv[1:]))
 def test_run_stdout_is_only_the_metrics_table(ray_tmpdir, tmp_path):
     """`fco-ray run` on the ray backend, with client code that prints on the actors: stdout
     holds the metrics table and the status line only; what the workers printed stays in
-    the session's log files (before fco_ray.cluster, Ray forwarded it into stdout as
+    the session's log files (before fco_ray.backends.cluster, Ray forwarded it into stdout as
     "(ShardWorker pid=...) ..." lines, between the table's rows)."""
     pytest.importorskip("ray")
     (tmp_path / "noisy_cli.py").write_text(_NOISY_CLI)
@@ -286,7 +288,7 @@ def test_joins_a_cluster_on_loopback(ray_tmpdir):
     """The README's one-cluster-for-many-runs recipe: a head on 127.0.0.1, joined by
     address (the driver must take node IP 127.0.0.1 too, else Ray waits for a raylet at
     the machine's network address), and its actors run the backend's work."""
-    code = _CONNECT.replace("cluster.disconnect(c)", "from fco_ray.api import make_problem, resolve\n"
+    code = _CONNECT.replace("cluster.disconnect(c)", "from fco_ray.api import resolve\nfrom fco_ray.core.plan import build as make_problem\n"
                             "    from fco_ray.backends.ray_backend import RayBackend\n"
                             "    p = make_problem(resolve({'problem': {'name': 'lowrank', 'clients': 3, "
                             "'dim': 4, 'rank': 1}, 'algorithm': {'name': 'fedmid'}}))\n"
@@ -308,7 +310,7 @@ def test_joins_a_cluster_on_loopback(ray_tmpdir):
 _LEAN = """
 import json, ray
 from ray._private import parameter
-from fco_ray import cluster
+from fco_ray.backends import cluster
 from ray._private import utils
 import psutil
 before = parameter.RayParams.__init__, utils.get_dashboard_dependency_error

@@ -7,11 +7,12 @@ import pytest
 
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
-from fco_ray.config import parse_run
-from fco_ray.engine import run_rounds
-from fco_ray.fused import run_fused
+from fco_ray.core.config import parse_run
+from fco_ray.ops.random import Key
 from fco_ray.problems import build_problem
 from fco_ray.problems.linear import LinearRegression
+
+from .helpers import run_fused, run_one
 
 LASSO = {"name": "lasso", "clients": 8, "dim": 24, "support": 6, "samples_per_client": 16,
          "val_clients": 2}
@@ -48,16 +49,16 @@ def test_compiled_loop_equals_the_python_steps(name, lam, monkeypatch):
     if name != "local":
         hp["clients_per_round"] = 4
     problem, algorithm = build({**LASSO, "lam": lam}, name, **hp)
-    compiled = run_rounds(problem, algorithm, LocalBackend(problem), rounds=6, eval_every=2, seed=3)
+    compiled = run_one(problem, algorithm, LocalBackend(problem), rounds=6, eval_every=2, seed=3)
     with monkeypatch.context() as m:
         step_by_step(m)
-        python = run_rounds(problem, algorithm, LocalBackend(problem), rounds=6, eval_every=2, seed=3)
+        python = run_one(problem, algorithm, LocalBackend(problem), rounds=6, eval_every=2, seed=3)
     assert compiled.status == python.status == "finished"
     assert_rows_close(rows(compiled), rows(python))
     # the compiled loop really ran (it is not the same code path twice)
     assert problem.composite_steps(
         {"w": np.zeros((1, LASSO["dim"])), "b": np.zeros(1)}, np.array([0]),
-        type("K", (), {"client_ids": np.array([0]), "seed": 0, "round": 0})(), 5, 0.01,
+        Key(0, 0, np.array([0])), 5, 0.01,
         np.zeros(2), np.zeros(2), False) is not None
 
 
@@ -117,9 +118,9 @@ def test_a_subclass_with_its_own_gradient_gets_it_called():
             return super().grad(params, rows, key, batch_size)
 
     problem, algorithm = build(LASSO, "fedmid", local_steps=3, batch_size=4, clients_per_round=4)
-    plain = run_rounds(problem, algorithm, LocalBackend(problem), rounds=2, eval_every=1, seed=0)
+    plain = run_one(problem, algorithm, LocalBackend(problem), rounds=2, eval_every=1, seed=0)
     problem.__class__ = Counted
-    counted = run_rounds(problem, algorithm, LocalBackend(problem), rounds=2, eval_every=1, seed=0)
+    counted = run_one(problem, algorithm, LocalBackend(problem), rounds=2, eval_every=1, seed=0)
     assert calls == [4] * 6  # 2 rounds x 3 steps, 4 clients each
     assert_rows_close(rows(counted), rows(plain))
 

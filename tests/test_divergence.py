@@ -5,8 +5,9 @@ import pytest
 
 import fco_ray
 from fco_ray import ClientData, Problem
-from fco_ray import regularizers as R
-from fco_ray.config import ConfigError, parse_run
+from fco_ray.core.config import parse_run
+from fco_ray.ops import regularizers as R
+from fco_ray.runtime.errors import ConfigError
 
 
 class Quadratic(Problem):

@@ -27,15 +27,17 @@ from ray import cloudpickle  # noqa: E402
 
 import fco_ray  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
-from fco_ray.api import make_problem, resolve  # noqa: E402
+from fco_ray.api import resolve  # noqa: E402
 from fco_ray.backends.ray_backend import RayBackend  # noqa: E402
 from fco_ray.cli import main  # noqa: E402
+from fco_ray.core.plan import build as make_problem  # noqa: E402
 from fco_ray.data.text_generator import generate_text_nodes  # noqa: E402
-from fco_ray.engine import run_rounds  # noqa: E402
 from fco_ray.problems.text import SparseTextLogReg  # noqa: E402
-from fco_ray.tracking import Store, children, find_parent, trials_frame  # noqa: E402
 from fco_ray.sweep import SweepInterrupted, run_sweep  # noqa: E402
 from fco_ray.sweep.logging import MLflowLogger  # noqa: E402
+from fco_ray.tracking import Store, children, find_parent, trials_frame  # noqa: E402
+
+from .helpers import run_one  # noqa: E402
 
 LASSO = {"name": "lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
          "samples_per_client": 32}
@@ -134,11 +136,11 @@ def test_client_actor_killed_mid_round_is_restarted_and_the_round_redone(cluster
     backend = RayBackend(problem, actors=2, cpus_per_actor=0.5)
     try:
         pids = [s["pid"] for s in backend.stats()]
-        calm = run_rounds(problem, HangOnce(cfg.algorithm, str(tmp_path / "never"), -1), backend, **run)
+        calm = run_one(problem, HangOnce(cfg.algorithm, str(tmp_path / "never"), -1), backend, **run)
         marker, killed = str(tmp_path / "hung"), []
         killer = threading.Thread(target=kill_when_written, args=(marker, pids, killed))
         killer.start()
-        hurt = run_rounds(problem, HangOnce(cfg.algorithm, marker, 7), backend, **run)
+        hurt = run_one(problem, HangOnce(cfg.algorithm, marker, 7), backend, **run)
         killer.join()
         after = [s["pid"] for s in backend.stats()]
     finally:
@@ -171,8 +173,8 @@ def test_restarted_actor_that_lost_client_state_is_an_error(cluster):
     try:
         with pytest.raises(RuntimeError, match=r"actor 1 of the ray backend was restarted .* "
                                                r"lost the client state"):
-            run_rounds(problem, algorithm, backend, rounds=6, eval_every=1, seed=0,
-                       on_eval=kill_at_round_2)
+            run_one(problem, algorithm, backend, rounds=6, eval_every=1, seed=0,
+                    on_round=lambda rnd, rows, ended: [kill_at_round_2(r) for r in rows.values()])
     finally:
         backend.close()
     assert held == [True]

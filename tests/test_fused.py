@@ -6,11 +6,11 @@ import pytest
 import fco_ray
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
-from fco_ray.config import parse_run
-from fco_ray.engine import run_rounds
-from fco_ray.fused import Fused, run_fused
+from fco_ray.core.config import parse_run
+from fco_ray.core.group import Stacked as Fused
 from fco_ray.problems import build_problem
-from .helpers import assert_same_run, fused_on_ray_equals_local
+
+from .helpers import assert_same_run, fused_on_ray_equals_local, run_fused, run_one
 
 LASSO = {"name": "lasso", "clients": 8, "dim": 24, "support": 6, "samples_per_client": 16,
          "val_clients": 2}
@@ -35,7 +35,7 @@ def check(problem_section, name, grid, rounds=12, eval_every=3, seed=0, backend=
     fused = run_fused(problem, members, backend, rounds=rounds, eval_every=eval_every, seed=seed,
                       divergence=1e3)
     for algorithm, result in zip(members, fused):
-        alone = run_rounds(problem, algorithm, backend, rounds=rounds, eval_every=eval_every,
+        alone = run_one(problem, algorithm, backend, rounds=rounds, eval_every=eval_every,
                            seed=seed, divergence=1e3)
         assert_same(result, alone)
     return fused

@@ -8,16 +8,18 @@ import json
 import numpy as np
 import pytest
 
-from fco_ray import regularizers as R
 from fco_ray import run_grid
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
-from fco_ray.config import parse_run
-from fco_ray.engine import run_rounds
-from fco_ray.fused import Fused, fusable, run_fused
-from fco_ray.grid import expand, groups
+from fco_ray.core.config import parse_run
+from fco_ray.core.grid import expand
+from fco_ray.core.group import Stacked as Fused
+from fco_ray.core.group import fusable
+from fco_ray.core.plan import groups
+from fco_ray.ops import regularizers as R
 from fco_ray.problems import PROBLEMS, build_problem
-from .helpers import assert_same_run, fused_on_ray_equals_local
+
+from .helpers import assert_same_run, fused_on_ray_equals_local, run_fused, run_one
 from .test_fused import BILINEAR, LASSO, LOWRANK, NUCLEAR
 
 RATES = [{"client_lr": 0.001}, {"client_lr": 0.01}]
@@ -40,7 +42,7 @@ def check(section, name, grid, lams=LAMS, rounds=12, eval_every=3, seed=0, **fix
                       **kwargs)
     for cfg, algorithm, result in zip(cfgs, members, fused):
         own = build_problem(cfg.problem, seed)
-        assert_same_run(result, run_rounds(own, algorithm, LocalBackend(own), **kwargs))
+        assert_same_run(result, run_one(own, algorithm, LocalBackend(own), **kwargs))
     return fused
 
 
@@ -184,6 +186,7 @@ def test_a_lam_sweep_runs_as_one_tune_trial_with_one_mlflow_child_run_each(ray_c
     import fco_ray
     from fco_ray.sweep import run_sweep
     from fco_ray.tracking import Store, children, find_parent, trials_frame
+
     from .test_sweep import PROBLEM, STEPS, write_sweep
 
     path = write_sweep(tmp_path, name="lams", algorithms=["fedmid"],
@@ -206,8 +209,9 @@ def test_a_lam_sweep_runs_as_one_tune_trial_with_one_mlflow_child_run_each(ray_c
 
 
 def test_a_restored_group_of_lam_variants_continues_with_identical_numbers(tmp_path):
-    from fco_ray.checkpoint import load_snapshot, save_snapshot
-    from fco_ray.grid import run_group
+    from fco_ray.core.checkpoint import load_snapshot, save_snapshot
+
+    from .helpers import run_group
 
     cfgs = [parse_run({"problem": {**LASSO, "lam": lam}, "rounds": 6, "eval_every": 1,
                        "algorithm": {"name": "feddualavg", "client_lr": lr, "local_steps": 3,

@@ -1,17 +1,17 @@
-"""fco_ray.heap: freed memory stays in the process that runs client steps."""
+"""fco_ray.runtime.heap: freed memory stays in the process that runs client steps."""
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from fco_ray import heap
 from fco_ray.backends import LocalBackend
+from fco_ray.runtime import heap
 
 FAULTS = textwrap.dedent("""
     import resource, sys
     import numpy as np
-    from fco_ray.heap import keep_freed_memory
+    from fco_ray.runtime.heap import keep_freed_memory
     if sys.argv[1] == "keep":
         assert keep_freed_memory()
     def step():  # what a local step does: temporaries of a few MiB, allocated and freed

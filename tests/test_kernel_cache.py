@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 import fco_ray
-from fco_ray.kernels import keyed_bits
+from fco_ray.ops.kernels import keyed_bits
 
 PACKAGE = Path(fco_ray.__file__).resolve().parent
 
@@ -24,7 +24,7 @@ if sys.argv[1] == "no-temp":
     tempfile.mkdtemp = refuse
 import numba, numpy as np
 import fco_ray
-from fco_ray import kernels
+from fco_ray.ops import kernels
 print(kernels.CACHE, numba.config.CACHE_DIR or "-")
 print(kernels.keyed_bits(7, 2, 3, 4, np.arange(5, dtype=np.uint64), 3).tolist())
 """

@@ -4,11 +4,11 @@ import pytest
 from scipy.optimize import minimize
 from sklearn.linear_model import Lasso
 
-from fco_ray import kernels
+from fco_ray.algorithms.solvers import solve_centralized
+from fco_ray.ops import kernels
+from fco_ray.ops.random import Key
 from fco_ray.problems.base import Problem
 from fco_ray.problems.linear import _ar1_gaussian, make_lasso, support_metrics
-from fco_ray.random import Key
-from fco_ray.solvers import solve_centralized
 
 from .helpers import small_lasso, small_lowrank
 

@@ -7,15 +7,16 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 import fco_ray
-from fco_ray import regularizers as R
 from fco_ray.algorithms import ALGORITHMS
+from fco_ray.algorithms.solvers import solve_centralized
 from fco_ray.backends.local import LocalBackend
-from fco_ray.config import ConfigError, parse_problem, parse_run
-from fco_ray.engine import run_rounds
+from fco_ray.core.config import parse_problem, parse_run
+from fco_ray.ops import regularizers as R
 from fco_ray.problems import build_problem
 from fco_ray.problems.base import Problem
-from fco_ray.problems.logistic import InfeasibleError, check_feasible
-from fco_ray.solvers import solve_centralized
+from fco_ray.runtime.errors import ConfigError
+
+from .helpers import InfeasibleError, check_feasible, run_one
 
 
 def make(raw: dict, seed: int = 0):
@@ -161,7 +162,7 @@ def checked_algorithm(name: str, hp: dict):
 def run_checked(problem, name, rounds, **hp):
     algorithm = checked_algorithm(name, hp)
     wrapped = CheckedProblem(problem) if name in ("fedmid", "feddualavg") else problem
-    result = run_rounds(wrapped, algorithm, LocalBackend(wrapped), rounds=rounds, eval_every=rounds, seed=0)
+    result = run_one(wrapped, algorithm, LocalBackend(wrapped), rounds=rounds, eval_every=rounds, seed=0)
     assert result.status == "finished"
     assert type(algorithm).rounds_checked == rounds
     if name in ("fedmid", "feddualavg"):  # clients take gradients only at prox outputs
@@ -228,4 +229,4 @@ def test_metrics_and_defaults():
 def test_bad_config_is_a_config_error(raw, match):
     cfg = {"problem": raw, "algorithm": {"name": "fedmid"}, "rounds": 1}
     with pytest.raises(ConfigError, match=match):
-        fco_ray.api.make_problem(parse_run(cfg))
+        fco_ray.core.plan.build(parse_run(cfg))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fco_ray import regularizers as R
-from fco_ray.config import parse_problem
+from fco_ray.core.config import parse_problem
+from fco_ray.ops import regularizers as R
 from fco_ray.problems import build_problem
 from fco_ray.problems.logistic import check_feasible
+
 from .test_logistic import numeric_grad, random_batch, run_checked
 
 

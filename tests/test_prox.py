@@ -1,9 +1,9 @@
-"""fco_ray.prox against the definitions prox_{tau psi}(x) = argmin_u tau psi(u) + 1/2 ||u - x||^2."""
+"""fco_ray.ops.prox against the definitions prox_{tau psi}(x) = argmin_u tau psi(u) + 1/2 ||u - x||^2."""
 import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from fco_ray import prox as P
+from fco_ray.ops import prox as P
 
 
 @pytest.fixture

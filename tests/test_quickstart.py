@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 import fco_ray
-from fco_ray.config import load_yaml
+from fco_ray.runtime.files import load_yaml
 from fco_ray.sweep.verdict import inside_grid, verdict_lines
 
 QUICKSTART = Path(__file__).parent.parent / "sweeps" / "quickstart.yaml"

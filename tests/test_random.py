@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fco_ray.random import BATCH, NOISE, PERMUTATION, Key, sample_clients
+from fco_ray.ops.random import BATCH, NOISE, PERMUTATION, Key, sample_clients
 
 
 def test_a_clients_draws_do_not_depend_on_who_else_is_in_the_stack():
@@ -44,7 +44,7 @@ def test_client_sampling_is_keyed_and_without_replacement():
 
 
 # ---------------------------------------------------------------- reference SplitMix64
-# Pure Python ints, written from the formula of the docstrings (fco_ray.random, fco_ray.kernels),
+# Pure Python ints, written from the formula of the docstrings (fco_ray.ops.random, fco_ray.ops.kernels),
 # not from the implementation: prefix = chain of mix over (seed, round, step, stream) from
 # 0x5EED, bits[c, j] = mix(mix(prefix ^ id_c * gamma) + (j + 1) * gamma), all mod 2^64.
 
@@ -152,7 +152,7 @@ def test_draws_are_pinned_by_a_fingerprint():
     here (sha256 of bits, integers, uniforms and normals of 300 random keys)."""
     import hashlib
 
-    from fco_ray.random import Key
+    from fco_ray.ops.random import Key
 
     h = hashlib.sha256()
     rng = np.random.default_rng(5)
@@ -167,19 +167,21 @@ def test_draws_are_pinned_by_a_fingerprint():
     assert h.hexdigest() == "8389a5b25141bc8382a9111d78c80a0800a8923d665226857c369418934462bd"
 
 
-def test_a_fused_keys_repeated_clients_draw_once_and_get_the_same_numbers():
-    """Rows of a fused group (runs of G equal ids) get exactly the numbers of their client,
-    whether drawn per row or once per client and repeated (Key._once_per_client)."""
-    from fco_ray.random import Key, repeats
+def test_a_stacked_keys_member_rows_draw_once_and_get_the_same_numbers():
+    """Rows of a stacked group (a key with `members` = G: runs of G equal ids) get exactly the
+    numbers of their client, whether drawn per row or once per client and repeated."""
+    from fco_ray.ops.random import Key
 
     ids = np.array([4, 9, 2], dtype=np.uint64)
     stacked = np.repeat(ids, 5)
-    assert repeats(stacked) == 5 and repeats(ids) == 1
-    assert repeats(np.array([1, 1, 2, 3], dtype=np.uint64)) == 1  # uneven runs: no grouping
+    assert list(Key(3, 7, stacked, 2, members=5).per_client().client_ids) == list(ids)
     for draw in ("uniform", "normal"):
         once = getattr(Key(3, 7, ids, 2), draw)((6,))
-        rows = getattr(Key(3, 7, stacked, 2), draw)((6,))
+        rows = getattr(Key(3, 7, stacked, 2, members=5), draw)((6,))
+        per_row = getattr(Key(3, 7, stacked, 2), draw)((6,))  # drawn row by row: the same
         np.testing.assert_array_equal(rows, np.repeat(once, 5, axis=0))
+        np.testing.assert_array_equal(per_row, rows)
         for i, client in enumerate(stacked):
             one = getattr(Key(3, 7, np.array([client]), 2), draw)((6,))
             np.testing.assert_array_equal(rows[i], one[0])
+        assert getattr(Key(3, 7, stacked, 2, members=5).with_step(4), draw)((2,)).shape == (15, 2)

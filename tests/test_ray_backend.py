@@ -14,13 +14,16 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # n
 
 import fco_ray  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
-from fco_ray.api import make_problem, resolve  # noqa: E402
+from fco_ray.api import resolve  # noqa: E402
 from fco_ray.backends import LocalBackend, make_backend  # noqa: E402
 from fco_ray.backends.ray_backend import RayBackend  # noqa: E402
-from fco_ray.config import parse_run  # noqa: E402
+from fco_ray.core.config import parse_run  # noqa: E402
+from fco_ray.core.group import make_group  # noqa: E402
+from fco_ray.core.plan import build as make_problem  # noqa: E402
+from fco_ray.ops.random import Key  # noqa: E402
 from fco_ray.sweep.trainable import trial_bundles  # noqa: E402
-from fco_ray.engine import run_rounds  # noqa: E402
-from fco_ray.random import Key  # noqa: E402
+
+from .helpers import run_one  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -61,8 +64,8 @@ def run_both(problem, algorithm_name, hyper, backend, rounds=30, eval_every=10, 
     """Records of `run_rounds` on the ray backend and on the local one."""
     algorithm = ALGORITHMS[algorithm_name](hyper)
     run = dict(rounds=rounds, eval_every=eval_every, seed=seed)
-    local = run_rounds(problem, algorithm, LocalBackend(problem), **run)
-    remote = run_rounds(problem, algorithm, backend, **run)
+    local = run_one(problem, algorithm, LocalBackend(problem), **run)
+    remote = run_one(problem, algorithm, backend, **run)
     assert remote.status == local.status == "finished"
     return pd.DataFrame(remote.records), pd.DataFrame(local.records)
 
@@ -136,8 +139,8 @@ def test_data_stays_on_actors_and_dead_actors_raise(cluster):
         algorithm = ALGORITHMS["fedmid"](cfg.algorithm)
         payload = algorithm.broadcast(algorithm.server_init(problem, problem.init_params(None)))
         ids = np.array([1, 2, 7, 15])
-        sums, weight = backend.map_clients(algorithm, payload, ids, Key(3, 0, ids))
-        expected, expected_weight = LocalBackend(problem).map_clients(algorithm, payload, ids,
+        sums, weight = backend.map_clients(make_group([algorithm]), payload, ids, Key(3, 0, ids))
+        expected, expected_weight = LocalBackend(problem).map_clients(make_group([algorithm]), payload, ids,
                                                                       Key(3, 0, ids))
         assert weight == expected_weight == 4.0
         for k in expected:
@@ -151,9 +154,9 @@ def test_data_stays_on_actors_and_dead_actors_raise(cluster):
 
         ray.kill(backend.actors[1])  # a dead actor is an error, not a hang
         with pytest.raises(RuntimeError, match="actor of the ray backend died"):
-            backend.map_clients(algorithm, payload, ids, Key(3, 1, ids))
+            backend.map_clients(make_group([algorithm]), payload, ids, Key(3, 1, ids))
         with pytest.raises(ValueError, match=r"client ids must be in \[0, 16\), got 0..16"):
-            backend.map_clients(algorithm, payload, np.arange(17), Key(3, 1, np.arange(17)))
+            backend.map_clients(make_group([algorithm]), payload, np.arange(17), Key(3, 1, np.arange(17)))
     finally:
         backend.close()
 
@@ -171,7 +174,8 @@ def test_cluster_too_small_is_a_clear_error(cluster):
 
 _STANDALONE = """
 import os, ray
-from fco_ray.api import make_problem, resolve
+from fco_ray.api import resolve
+from fco_ray.core.plan import build as make_problem
 from fco_ray.backends.ray_backend import RayBackend
 problem = make_problem(resolve({"problem": {"name": "lowrank", "clients": 3, "dim": 4, "rank": 1},
                                 "algorithm": {"name": "fedmid"}}))
@@ -214,7 +218,7 @@ def _trial(cfg):
     algorithm = ALGORITHMS[run_cfg.algorithm.name](run_cfg.algorithm)
     backend = make_backend(cfg["backend"], problem)
     try:
-        records = run_rounds(problem, algorithm, backend, rounds=run_cfg.rounds,
+        records = run_one(problem, algorithm, backend, rounds=run_cfg.rounds,
                              eval_every=run_cfg.eval_every, seed=run_cfg.seed).records
         return records, backend.stats(), backend.own_pg
     finally:
@@ -242,11 +246,11 @@ def test_actors_use_the_trial_placement_group(cluster):
 
 
 def test_reuse_hands_the_actors_to_the_next_backend_on_the_same_data(cluster):
-    """Inside `fco_ray.cluster.reuse()` a closed backend's actors serve the next backend on
+    """Inside `fco_ray.backends.cluster.reuse()` a closed backend's actors serve the next backend on
     an equal problem (rebuilt from the same config): same processes, same numbers as the
     local backend, client state of the earlier run dropped; another problem gets new actors,
     and the block's end ends the parked ones."""
-    from fco_ray import cluster as fco_cluster
+    from fco_ray.backends import cluster as fco_cluster
     from fco_ray.backends import ray_backend
     from fco_ray.data.text_generator import generate_text_nodes
     from fco_ray.problems.text import SparseTextLogReg
@@ -273,11 +277,11 @@ def test_reuse_hands_the_actors_to_the_next_backend_on_the_same_data(cluster):
         for _ in range(2):
             backend = RayBackend(text, **options)
             try:
-                runs.append((backend.reused, pd.DataFrame(run_rounds(
+                runs.append((backend.reused, pd.DataFrame(run_one(
                     text, cocoa, backend, rounds=4, eval_every=2, seed=0).records)))
             finally:
                 backend.close()
-        alone = pd.DataFrame(run_rounds(text, cocoa, LocalBackend(text), rounds=4,
+        alone = pd.DataFrame(run_one(text, cocoa, LocalBackend(text), rounds=4,
                                         eval_every=2, seed=0).records)
         assert [reused for reused, _ in runs] == [False, True]  # the fedmid actors were ended
         for _, df in runs:

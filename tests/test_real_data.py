@@ -12,10 +12,11 @@ h5py = pytest.importorskip("h5py")
 nib = pytest.importorskip("nibabel")
 
 import fco_ray  # noqa: E402
-from fco_ray.config import ConfigError, parse_problem  # noqa: E402
+from fco_ray.core.config import parse_problem  # noqa: E402
 from fco_ray.data.emnist import load_emnist  # noqa: E402
 from fco_ray.data.haxby import load_haxby  # noqa: E402
 from fco_ray.problems import build_problem  # noqa: E402
+from fco_ray.runtime.errors import ConfigError  # noqa: E402
 
 from .test_logistic import run_checked  # noqa: E402
 

@@ -179,7 +179,6 @@ def test_best_table_html_and_parent_artifacts(store, report):
     # self-contained: nothing loaded from elsewhere; its only URLs link to the MLflow UI
     assert 'src="http' not in page and "@import" not in page
     from html import unescape
-
     from urllib.parse import parse_qs, urlsplit
 
     from fco_ray.tracking import trials_url

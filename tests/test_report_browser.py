@@ -29,13 +29,27 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import yaml
 
 from fco_ray.report import render_report
 from fco_ray.report.figures import PALETTE
-from fco_ray.tracking import Store, SweepLog, compare_url, run_label, run_url, trials_url
-from tests.test_report import CLIENT_LRS, ROUNDS, SEEDS, SERVER_LRS, SWEEP, diverged, series
+from fco_ray.tracking import (
+    Store,
+    SweepLog,
+    compare_url,
+    run_label,
+    run_url,
+    trials_url,
+)
+from tests.test_report import (
+    CLIENT_LRS,
+    ROUNDS,
+    SEEDS,
+    SERVER_LRS,
+    SWEEP,
+    diverged,
+    series,
+)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [pytest.mark.slow,  # servers and a browser: minutes on a busy 2-core machine

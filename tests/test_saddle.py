@@ -8,12 +8,15 @@ from scipy.optimize import linprog
 
 import fco_ray
 from fco_ray.algorithms import ALGORITHMS
-from fco_ray.config import ConfigError, parse_problem, parse_run
 from fco_ray.backends.local import LocalBackend
-from fco_ray.engine import INIT_TAG, run_rounds
+from fco_ray.core.config import parse_problem, parse_run
+from fco_ray.core.engine import INIT_TAG
+from fco_ray.ops.random import NOISE, NOISE2, Key, generator
 from fco_ray.problems import build_problem
 from fco_ray.problems.adversarial import render_attack
-from fco_ray.random import NOISE, NOISE2, Key, generator
+from fco_ray.runtime.errors import ConfigError
+
+from .helpers import run_one
 
 LAM, D = 0.1, 0.05
 
@@ -289,7 +292,7 @@ def ref_primal(p, z0, rounds, lr, slr, steps, seed, kind):
 
 def ref_composite(p, z0, rounds, lr, slr, steps, seed, kind):
     """FedDualAvg / FedMiD (fco_ray/algorithms/composite.py) driven by the saddle operator, stream BATCH."""
-    from fco_ray.random import BATCH
+    from fco_ray.ops.random import BATCH
     z, etat = z0, 0.0
     for r in range(rounds):
         ends = []
@@ -324,7 +327,7 @@ def test_update_rules_match_reference_loops(name, kind):
                          **({"server_prox": False} if name == "fedmip_noprox" else {})},
            "rounds": rounds, "eval_every": rounds, "seed": seed}
     algo = ALGORITHMS[cfg["algorithm"]["name"]](parse_run(cfg).algorithm)
-    result = run_rounds(p, algo, LocalBackend(p, chunk_size=2), rounds=rounds, eval_every=rounds,
+    result = run_one(p, algo, LocalBackend(p, chunk_size=2), rounds=rounds, eval_every=rounds,
                         seed=seed)
     got = algo.output(p, result.state)
     z0 = p.init_params(generator(seed, INIT_TAG))

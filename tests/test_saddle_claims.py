@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import fco_ray
-from fco_ray.config import parse_problem
+from fco_ray.core.config import parse_problem
 from fco_ray.problems import build_problem
 
 from .test_saddle import lp_saddle_l1

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import fco_ray.problems.saddle as saddle
-from fco_ray.config import parse_run
+from fco_ray.core.config import parse_run
+from fco_ray.ops.random import NOISE2, Key
 from fco_ray.problems import build_problem
-from fco_ray.random import NOISE2, Key
 
 
 def problem(kind="bilinear_l1", **kw):
@@ -40,7 +40,7 @@ def test_every_row_gets_its_own_clients_operator(kind, equal, group):
     p, rng, clients = problem(kind), np.random.default_rng(1), 4
     z = fused_rows(p, rng, clients, group, equal)
     ids = np.repeat(np.array([3, 0, 2, 1]), group)
-    key = Key(7, 2, ids).with_step(1, NOISE2)
+    key = Key(7, 2, ids, members=group).with_step(1, NOISE2)
     got = p.grad(z, ids, key, None)
     for r, client in enumerate(ids):
         want = alone(p, {b: v[r] for b, v in z.items()}, client, key)
@@ -68,12 +68,12 @@ def test_rows_equal_across_clients_run_the_products_once(monkeypatch, noise):
     seen = products_rows(monkeypatch)
     ids = np.repeat(np.arange(4), 3)
     same = fused_rows(p, rng, 4, 3, equal=True)
-    g = p.grad(same, ids, Key(0, 0, ids), None)
+    g = p.grad(same, ids, Key(0, 0, ids, members=3), None)
     assert seen == [3]  # G rows, not C G
     g["x"][0] += 1.0  # the rows are the caller's own arrays, not views of one another
     assert g["x"][3, 0] != g["x"][0, 0]
     differ = fused_rows(p, rng, 4, 3, equal=False)
-    p.grad(differ, ids, Key(0, 0, ids), None)
+    p.grad(differ, ids, Key(0, 0, ids, members=3), None)
     assert seen == [3, 12]
     if noise == 0:  # without noise all clients' rows are the same operator values
         np.testing.assert_array_equal(g["y"][:3], g["y"][9:])

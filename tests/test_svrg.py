@@ -1,5 +1,5 @@
 """FSVRG and friends (fco_ray/algorithms/svrg.py): the compiled lazy passes
-(fco_ray.kernels_sparse) against plain per-sample dense loops, each algorithm against its
+(fco_ray.ops.kernels_sparse) against plain per-sample dense loops, each algorithm against its
 formulas, the paper's properties, and the E7 claims at reduced scale."""
 import copy
 
@@ -13,15 +13,17 @@ from fco_ray import ConfigError
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
 from fco_ray.backends.local import ClientStates, add_sums, weighted_sum
-from fco_ray.kernels_sparse import sdca_steps
+from fco_ray.core.config import parse_problem
+from fco_ray.core.group import make_group
+from fco_ray.data.stores import SparseNodes
 from fco_ray.data.text_generator import generate_text_nodes, reshuffle_nodes
-from fco_ray.engine import run_rounds
+from fco_ray.ops.kernels_sparse import sdca_step
+from fco_ray.ops.random import BATCH, PERMUTATION, Key
 from fco_ray.problems import build_problem
-from fco_ray.config import parse_problem
-from fco_ray.problems.text import SparseNodes, SparseTextLogReg
-from fco_ray.random import BATCH, PERMUTATION, Key
+from fco_ray.problems.nodes import LocalPasses
+from fco_ray.problems.text import SparseTextLogReg
 
-from .helpers import small_lasso
+from .helpers import run_one, small_lasso
 
 FAMILY = ["gd", "fsvrg", "fsvrg_naive", "dane", "cocoa_plus"]
 
@@ -54,7 +56,7 @@ def run(problem, name, rounds, w0=None, chunk_size=1024, seed=0, **hp):
         problem = copy.copy(problem)
         problem.init_params = lambda rng: {"w": w0.copy()}
     algorithm = make(name, **hp)
-    result = run_rounds(problem, algorithm, LocalBackend(problem, chunk_size), rounds=rounds,
+    result = run_one(problem, algorithm, LocalBackend(problem, chunk_size), rounds=rounds,
                         eval_every=1, seed=seed)
     assert result.status == "finished"
     return algorithm.output(problem, result.state)["w"], result.records
@@ -152,12 +154,12 @@ def test_compiled_passes_equal_per_sample_loops(tiny, case):
     h = rng.uniform(0.2, 1.5, k)
     if case == "dane":
         eta, mu, passes = 0.7, 0.3, 3
-        got = p.node_pass_sum(rows, key, w, g, h=h, weights=weights, passes=passes, eta=eta, mu=mu)
+        got = p.node_pass_sum(rows, key, w, g, weights, LocalPasses(h=h, passes=passes, eta=eta, mu=mu))
         want = weights @ reference_dane(p, rows, w, g, h, eta, mu, passes, key)
     else:
         scaled = case == "fsvrg"
         steps = None if scaled else rng.integers(1, 45, k) if case == "naive_partial" else nodes.sizes
-        got = p.node_pass_sum(rows, key, w, g, h=h, weights=weights, steps=steps, scaled=scaled)
+        got = p.node_pass_sum(rows, key, w, g, weights, LocalPasses(h=h, steps=steps, scaled=scaled))
         orders = [permutation(key, 0, key.client_ids[c], nodes.sizes[c]) if scaled
                   else draws(key, key.client_ids[c], nodes.sizes[c], steps[c]) for c in range(k)]
         s = brute_scaling(p.train)[0][rows] if scaled else np.ones((k, d))
@@ -191,8 +193,8 @@ def test_permutations_and_draws_are_keyed_by_node(tiny):
     w, g = np.full(tiny.train.dim, 0.1), np.full(tiny.train.dim, 0.01)
     ones = np.ones(tiny.num_clients)
     all_nodes = np.arange(tiny.num_clients)
-    both = tiny.node_pass_sum(all_nodes, Key(1, 4, all_nodes), w, g, h=ones, weights=ones)
-    alone = sum(tiny.node_pass_sum([r], Key(1, 4, np.array([r])), w, g, h=ones[:1], weights=ones[:1])
+    both = tiny.node_pass_sum(all_nodes, Key(1, 4, all_nodes), w, g, ones, LocalPasses(h=ones))
+    alone = sum(tiny.node_pass_sum([r], Key(1, 4, np.array([r])), w, g, ones[:1], LocalPasses(h=ones[:1]))
                 for r in all_nodes)
     np.testing.assert_allclose(both, alone, rtol=1e-13, atol=1e-15)
 
@@ -203,7 +205,7 @@ def test_sdca_step_solves_the_one_dimensional_dual_problem():
     b = np.concatenate([[0.0, 1.0, 0.5, 0.0], rng.uniform(0, 1, 40)])
     yz = np.concatenate([[3.0, -2.0, 0.0, -4.726], rng.normal(0, 4, 40)])
     q = np.concatenate([[5.0, 1e4, 0.1, 20.0], 10 ** rng.uniform(-2, 4, 40)])
-    got = sdca_steps(b, yz, q)
+    got = [sdca_step(bi, yzi, qi) for bi, yzi, qi in zip(b, yz, q)]
     for bi, yzi, qi, gi in zip(b, yz, q, got):
         f = lambda t: t + qi * (expit(t) - bi) + yzi  # noqa: E731  stationarity in logit space
         t = brentq(f, -yzi - qi - 1, -yzi + qi + 1, xtol=1e-14)
@@ -296,7 +298,7 @@ def test_cocoa_plus_keeps_w_of_alpha_and_its_dual_ascends(small):
     for rnd in range(4):
         payload = algorithm.broadcast(state)
         ids = algorithm.select_clients(0, rnd, p.num_clients)
-        total, weight = backend.map_clients(algorithm, payload, ids, Key(0, rnd, ids))
+        total, weight = backend.map_clients(make_group([algorithm]), payload, ids, Key(0, rnd, ids))
         state = algorithm.server_update(p, state, {k: v / weight for k, v in total.items()}, rnd)
         states = backend.states.by_row  # the duals: client state kept by the backend
         assert sorted(states) == list(range(p.num_clients))
@@ -362,12 +364,12 @@ def test_actor_shards_give_the_local_result(small, name):
     for rnd in range(2):
         for _ in range(algorithm.exchanges_per_round):
             ids = np.arange(small.num_clients)
-            total, weight = backend.map_clients(algorithm, algorithm.broadcast(state_l), ids, Key(0, rnd, ids))
+            total, weight = backend.map_clients(make_group([algorithm]), algorithm.broadcast(state_l), ids, Key(0, rnd, ids))
             state_l = algorithm.server_update(small, state_l, {k: v / weight for k, v in total.items()}, rnd)
             payload, parts, start = algorithm.broadcast(state_s), [], 0
             for shard, states in zip(shards, shard_states):
                 gids = np.arange(start, start + shard.num_clients)
-                parts.append(weighted_sum(algorithm, shard, payload, np.arange(shard.num_clients),
+                parts.append(weighted_sum(make_group([algorithm]), shard, payload, np.arange(shard.num_clients),
                                           Key(0, rnd, gids), states))
                 start += shard.num_clients
             total, weight = add_sums(parts)
@@ -441,9 +443,9 @@ def test_client_state_is_per_run_and_kept_by_the_backend(small):
     same backend and problem starts from alpha = 0 again and repeats the first."""
     algorithm = make("cocoa_plus")
     backend = LocalBackend(small)
-    first = run_rounds(small, algorithm, backend, rounds=2, eval_every=1, seed=0)
+    first = run_one(small, algorithm, backend, rounds=2, eval_every=1, seed=0)
     assert len(backend.states) == small.num_clients
-    second = run_rounds(small, algorithm, backend, rounds=2, eval_every=1, seed=0)
+    second = run_one(small, algorithm, backend, rounds=2, eval_every=1, seed=0)
     assert [r["train_loss"] for r in first.records] == [r["train_loss"] for r in second.records]
     assert not any(isinstance(v, dict) for v in vars(small.train).values())  # nothing stored there
 

@@ -10,12 +10,13 @@ import pytest
 import fco_ray
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
+from fco_ray.core.group import Stacked as Fused
 from fco_ray.data.text_generator import generate_text_nodes
-from fco_ray.engine import run_rounds
-from fco_ray.fused import Fused, run_fused
+from fco_ray.ops.random import Key
+from fco_ray.problems.nodes import LocalPasses
 from fco_ray.problems.text import SparseTextLogReg
-from fco_ray.random import Key
-from .helpers import assert_same_run
+
+from .helpers import assert_same_run, run_fused, run_one
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +60,10 @@ def test_group_passes_equal_one_call_per_member(tiny, case, members):
     extra = (lambda m: {"eta": eta[m], "mu": mu[m]}) if case == "dane" else (lambda m: {})
     group_extra = {"eta": eta, "mu": mu} if case == "dane" else {}
     with np.errstate(all="ignore"):
-        got = p.node_pass_sum(rows, key, w, g, h=h, weights=weights, **kwargs, **group_extra)
+        got = p.node_pass_sum(rows, key, w, g, weights, LocalPasses(h=h, **kwargs, **group_extra))
         for m in range(members):
-            want = p.node_pass_sum(rows, key, w[m], g[m], h=h[:, m].copy(), weights=weights,
-                                   **kwargs, **extra(m))
+            want = p.node_pass_sum(rows, key, w[m], g[m], weights,
+                                   LocalPasses(h=h[:, m].copy(), **kwargs, **extra(m)))
             if m != 1:
                 np.testing.assert_allclose(got[m], want, rtol=1e-12, atol=1e-14 * np.abs(want).max())
                 assert np.abs(want).max() > 1e-6
@@ -96,7 +97,7 @@ def test_fused_members_equal_their_own_runs(small, name):
     kwargs = {"rounds": 10, "eval_every": 1, "seed": 0, "divergence": 1e3}
     fused = run_fused(small, members, LocalBackend(small), **kwargs)
     for algorithm, result in zip(members, fused):
-        assert_same(result, run_rounds(small, algorithm, LocalBackend(small), **kwargs))
+        assert_same(result, run_one(small, algorithm, LocalBackend(small), **kwargs))
     assert [i for i, r in enumerate(fused) if r.status == "diverged"] == DIVERGED[name]
     if name in ("gd", "fsvrg"):  # ended mid-run, the others went on
         assert 2 < len(fused[2].records) < len(fused[0].records) == 11
@@ -108,9 +109,9 @@ def test_fused_group_reads_the_data_once_per_exchange(small, monkeypatch):
     calls = []
     original = SparseTextLogReg.node_pass_sum
 
-    def counted(self, rows, key, w, g, **kw):
+    def counted(self, rows, key, w, g, weights, local):
         calls.append(np.shape(w))
-        return original(self, rows, key, w, g, **kw)
+        return original(self, rows, key, w, g, weights, local)
 
     monkeypatch.setattr(SparseTextLogReg, "node_pass_sum", counted)
     members = [make("fsvrg", client_lr=h) for h in (3.0, 30.0, 300.0)]
@@ -149,7 +150,7 @@ def test_a_fused_step_size_group_on_ray_actors_equals_its_own_runs(small, ray_cl
             members = [make(name, **point, **fixed) for point in grid]
             on_ray = run_fused(small, members, backend, **kwargs)
             for algorithm, result in zip(members, on_ray):
-                alone = run_rounds(small, algorithm, LocalBackend(small), **kwargs)
+                alone = run_one(small, algorithm, LocalBackend(small), **kwargs)
                 assert result.status == alone.status
                 assert [r["round"] for r in result.records] == [r["round"] for r in alone.records]
                 for a, b in zip(result.records, alone.records):

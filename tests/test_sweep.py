@@ -8,11 +8,11 @@ import yaml
 
 import fco_ray
 from fco_ray.cli import main
-from fco_ray.config import ConfigError
-from fco_ray.tracking import Store, children, find_parent, trials_frame
+from fco_ray.runtime.errors import ConfigError
 from fco_ray.sweep import load_sweep, run_sweep
 from fco_ray.sweep.run import tune_config
 from fco_ray.sweep.trainable import TrialResources
+from fco_ray.tracking import Store, children, find_parent, trials_frame
 
 PROBLEM = {"name": "lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
            "samples_per_client": 32}

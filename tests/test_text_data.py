@@ -8,9 +8,19 @@ from sklearn.linear_model import LogisticRegression
 import fco_ray
 from fco_ray import ConfigError
 from fco_ray.data.libsvm import load_libsvm_problem_data, split_holdout
-from fco_ray.data.text_generator import generate_text_nodes, power_law_sizes, reshuffle_nodes
-from fco_ray.problems.text import SparseNodes, SparseTextLogReg, node_loss_grads
-from fco_ray.random import Key
+from fco_ray.data.text_generator import (
+    generate_text_nodes,
+    power_law_sizes,
+    reshuffle_nodes,
+)
+from fco_ray.ops.random import Key
+from fco_ray.problems.text import (
+    SparseNodes,
+    SparseTextLogReg,
+    logistic,
+    margins,
+    scatter_rows,
+)
 
 GEN = dict(clients=40, min_samples=10, max_samples=400, dim=400, words_per_doc=8, topics=5)
 
@@ -33,6 +43,18 @@ def numeric_grad(fun, w, eps=1e-6):
         e[j] = eps
         out[j] = (fun(w + e) - fun(w - e)) / (2 * eps)
     return out
+
+
+
+def node_loss_grads(nodes: SparseNodes, w: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """F_k and grad F_k of every node at a shared w (d,) or its own w_k (C, d): (C,), (C, d)."""
+    owner = nodes.node_of_row()
+    loss, dloss = logistic(margins(nodes.x, w, owner), nodes.y)
+    inv = 1.0 / nodes.sizes
+    w_stack = np.broadcast_to(w, (nodes.num_clients, nodes.dim))
+    values = np.bincount(owner, weights=loss, minlength=nodes.num_clients) * inv
+    grads = scatter_rows(nodes.x, dloss * inv[owner], owner, nodes.num_clients) + lam * w_stack
+    return values + 0.5 * lam * np.einsum("cd,cd->c", w_stack, w_stack), grads
 
 
 def test_full_gradient_matches_finite_differences(problem):
@@ -367,7 +389,8 @@ def test_data_stores_and_loaders_do_not_import_problems():
             elif isinstance(node, ast.Import):
                 assert not any("problems" in a.name for a in node.names), (path.name, ast.unparse(node))
     from fco_ray import ClientData as top
-    from fco_ray.data.stores import ClientData, SparseNodes as stored
+    from fco_ray.data.stores import ClientData
+    from fco_ray.data.stores import SparseNodes as stored
     from fco_ray.problems.base import ClientData as old
 
     assert top is ClientData is old and SparseNodes is stored

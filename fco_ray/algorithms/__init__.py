@@ -3,8 +3,16 @@ from __future__ import annotations
 
 from .base import Algorithm, Hyper
 from .baselines import Centralized
-from .composite import FedAvg, FedAvgSubgrad, FedDualAvg, FedDualAvgOSP, FedMiD, FedMiDOSP, Local
-from .saddle import PGDA, ExtragradLocalSGD, FeDualEx, FedMiP
+from .composite import (
+    FedAvg,
+    FedAvgSubgrad,
+    FedDualAvg,
+    FedDualAvgOSP,
+    FedMiD,
+    FedMiDOSP,
+    Local,
+)
+from .saddle import PGDA, ExtragradLocalSGD, FedMiP, FeDualEx
 from .svrg import ALL as SVRG_FAMILY
 
 ALGORITHMS: dict[str, type[Algorithm]] = {}

@@ -15,16 +15,16 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..ops.random import Key, sample_clients
+from ..ops.tree import Params
 from ..problems.base import Problem
-from ..random import Key, sample_clients
-from ..strict import no_bool_numbers
-from ..tree import Params
+from ..runtime.strict import no_bool_numbers
 
 State = dict[str, Any]
 
 
 #: What a problem offers the algorithms (`Problem.kinds`) and what an algorithm needs
-#: (`Algorithm.supports`): a pair fits when they share a kind (checked by `fco_ray.checks`).
+#: (`Algorithm.supports`): a pair fits when they share a kind (checked by `fco_ray.core.checks`).
 PROBLEM_KINDS = {
     "minimize": "min F(w) + psi(w) with stochastic client gradients",
     "saddle": "min_x max_y f(x, y) + psi1(x) - psi2(y), through the operator (grad_x f, -grad_y f)",
@@ -61,9 +61,13 @@ class Algorithm(abc.ABC):
     #: round-level work only on the server (no clients are called): e.g. centralized
     uses_clients: ClassVar[bool] = True
     #: whether configurations differing in real-valued hyperparameters can run as one
-    #: stacked computation (fco_ray.fused): the update rules take a hyperparameter per
-    #: stacked row and a per-row broadcast (`tree.PerRow`)
+    #: stacked computation (fco_ray.core.group.Stacked): the update rules take a hyperparameter
+    #: per stacked row and a per-row broadcast (`tree.PerRow`)
     fusable: ClassVar[bool] = False
+    #: a stacked group's client work is served by `group_client_update` (the whole group at
+    #: once, e.g. one compiled pass over a node's data for every member) instead of the
+    #: generic C * G stacked rows
+    serves_group: ClassVar[bool] = False
     #: client exchanges per communication round (e.g. 2 for FSVRG: full gradient, then local
     #: passes); the state says which exchange comes next, metrics are taken after the last.
     exchanges_per_round: ClassVar[int] = 1
@@ -72,7 +76,7 @@ class Algorithm(abc.ABC):
 
     def select_clients(self, seed: int, rnd: int, num_clients: int) -> np.ndarray:
         """The round's clients: uniform without replacement, keyed by (seed, round)."""
-        per_round = self.hp.clients_per_round  # checked against the problem: fco_ray.checks
+        per_round = self.hp.clients_per_round  # checked against the problem: fco_ray.core.checks
         if per_round is None:
             return np.arange(num_clients)
         return sample_clients(seed, rnd, num_clients, per_round)
@@ -118,8 +122,14 @@ class Algorithm(abc.ABC):
     #: `init_client_state` at a client's first round of a run, and passes it to
     #: `client_update(problem, payload, rows, key, client_state)`, which returns
     #: `(messages, new_client_state)`; `client_state` is a list, one entry per row. The
-    #: server state alone then does not determine the run: no checkpoints (fco_ray.checkpoint).
+    #: server state alone then does not determine the run: no checkpoints (fco_ray.core.checkpoint).
     client_state: ClassVar[bool] = False
+
+    def group_client_update(self, problem: Problem, payload: dict, rows: np.ndarray, key: Key) -> dict:
+        """A stacked group's messages (`serves_group`): the payload holds every member on a
+        leading (G, ...) axis and `self.hp`'s varying hyperparameters are (G,) arrays; every
+        message is (G, ...), summed over `rows` like `client_update` (`presummed`)."""
+        raise TypeError(f"algorithm {self.name!r} does not serve groups (serves_group is False)")
 
     def init_client_state(self, problem: Problem, rows: np.ndarray) -> list:
         """Initial state of the clients `rows` (one entry each) of a new run."""

@@ -1,9 +1,9 @@
 """The centralized baseline: FISTA on the pooled training data, one iteration per round."""
 from __future__ import annotations
 
-from ..solvers import FistaState, fista_step, initial_step
-from ..tree import copy
+from ..ops.tree import copy
 from .base import Algorithm, Hyper
+from .solvers import FistaState, fista_step, initial_step
 
 
 class Centralized(Algorithm):

@@ -12,9 +12,9 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field
 
+from ..ops.random import Key
+from ..ops.tree import axpy, copy, stack, sub
 from ..problems.base import Problem
-from ..random import Key
-from ..tree import axpy, copy, stack, sub
 from .base import Algorithm, FederatedHyper
 
 

@@ -20,9 +20,9 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field
 
+from ..ops.random import NOISE, NOISE2, Key
+from ..ops.tree import Params, axpy, copy, per_row, stack, sub, tmap
 from ..problems.base import Problem
-from ..random import NOISE, NOISE2, Key
-from ..tree import Params, axpy, copy, per_row, stack, sub, tmap
 from .base import Algorithm, FederatedHyper, State
 
 

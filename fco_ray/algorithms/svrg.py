@@ -16,15 +16,14 @@ the gradient exchange yields sum_k (n_k/n) grad F_k = grad f. Uniform averages (
 DANE with `weighting: uniform`) sum the w_k - w^t with coefficient n_k (1/n_k) = 1 and send
 `norm` = sum_k n_k (1/n_k) = K beside them: the server divides the two means.
 
-Local work goes through the problem's "nodes" interface (`node_gradient_sum`,
-`node_pass_sum`, `node_sdca_sum`; `lam`, `aggregation`, `total_samples`, `node_sizes`):
-compiled per-node passes (`fco_ray.kernels_sparse`) that add every node's weighted result
+Local work goes through the problem's "nodes" interface (`fco_ray.problems.nodes.Nodes`;
+how a pass runs is one `LocalPasses` / `SDCAPasses` value): compiled per-node passes (`fco_ray.ops.kernels_sparse`) that add every node's weighted result
 into one (d,) vector per shard (messages are `presummed`). Permutations and draws are keyed
 by (seed, round, pass, node, position): results do not depend on sharding.
 
-Fused step-size groups (`fco_ray.fused`). GD, FSVRG, naive FSVRG and DANE are `fusable`: G
+Fused step-size groups (`fco_ray.core.group`). GD, FSVRG, naive FSVRG and DANE are `fusable`: G
 configurations that differ only in real-valued hyperparameters (`client_lr`; DANE's `eta`,
-`mu`) visit the same nodes, permutations and draws, so `fused_client_update` runs the
+`mu`) visit the same nodes, permutations and draws, so `group_client_update` runs the
 whole group in ONE pass over each node's data (`kernels_sparse.*_group`: each nonzero read
 once, G local models updated) and returns the group's messages (G, ...) pre-summed over the
 nodes. The state then holds w (and grad f) as (G, d) and the varying hyperparameters are
@@ -41,11 +40,10 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from ..random import Key
-from ..tree import copy, per_row
+from ..ops.random import Key
+from ..ops.tree import copy, per_row
+from ..problems.nodes import LocalPasses, Nodes, SDCAPasses
 from .base import Algorithm, Hyper
-
-NODES_METHODS = ("node_sizes", "node_gradient_sum", "node_pass_sum", "node_sdca_sum")
 
 
 def per_node(lr, sizes: np.ndarray) -> np.ndarray:
@@ -98,16 +96,16 @@ class SVRGFamily(Algorithm):
     supports: ClassVar[frozenset[str]] = frozenset({"nodes"})
     presummed = True
     fusable = True
+    serves_group = True
 
     def client_weights(self, problem, rows):
         return problem.node_sizes(rows).astype(float)
 
     def server_init(self, problem, params0):
-        missing = [m for m in NODES_METHODS if not hasattr(problem, m)]
-        if missing:
+        if not isinstance(problem, Nodes):
             raise ValueError(f"algorithm {self.name!r} needs a problem with per-node finite-sum "
-                             f"data (kind 'nodes', e.g. 'sparse_text_logreg'); problem "
-                             f"{problem.name!r} lacks {missing}")
+                             f"data (kind 'nodes', e.g. 'sparse_text_logreg'): problem "
+                             f"{problem.name!r} does not offer fco_ray.problems.nodes.Nodes")
         return {"w": copy(params0)["w"]}
 
     def output(self, problem, state):
@@ -117,10 +115,9 @@ class SVRGFamily(Algorithm):
         weights = self.client_weights(problem, rows)
         return {"g": problem.node_gradient_sum(rows, payload["w"], weights)}
 
-    def fused_client_update(self, problem, payload, rows, key):
-        """A fused group's messages (`fco_ray.fused` calls this instead of stacking G rows
-        per node): payload["w"] (and "g") are (G, d), `self.hp`'s varying hyperparameters
-        (G,); returns every message as (G, ...), summed over `rows` like `client_update`."""
+    def group_client_update(self, problem, payload, rows, key):
+        """A stacked group's messages: payload["w"] (and "g") are (G, d), `self.hp`'s
+        varying hyperparameters (G,); one pass over each node's data for every member."""
         return self.client_update(problem, payload, rows, key)
 
 
@@ -194,9 +191,8 @@ class FSVRG(TwoExchange):
 
     def local_work(self, problem, rows, payload, key, weights):
         sizes = problem.node_sizes(rows)
-        return {"delta": problem.node_pass_sum(rows, key, payload["w"], payload["g"],
-                                               h=per_node(self.hp.client_lr, sizes), weights=weights,
-                                               scaled=True)}
+        local = LocalPasses(h=per_node(self.hp.client_lr, sizes), scaled=True)
+        return {"delta": problem.node_pass_sum(rows, key, payload["w"], payload["g"], weights, local)}
 
     def combine(self, problem, mean):
         return problem.aggregation * mean["delta"]
@@ -215,9 +211,9 @@ class NaiveFSVRG(TwoExchange):
         sizes, m = problem.node_sizes(rows), self.hp.local_steps
         steps = sizes if m is None else np.full(len(sizes), m, np.int64)
         lr = np.asarray(self.hp.client_lr, np.float64)
-        delta = problem.node_pass_sum(
-            rows, key, payload["w"], payload["g"], h=np.full((len(sizes),) + lr.shape, lr),
-            weights=self.delta_coef(sizes, weights, self.hp.weighting), steps=steps)
+        local = LocalPasses(h=np.full((len(sizes),) + lr.shape, lr), steps=steps)
+        delta = problem.node_pass_sum(rows, key, payload["w"], payload["g"],
+                                      self.delta_coef(sizes, weights, self.hp.weighting), local)
         return {"delta": delta,
                 "norm": per_member(self.norm(sizes, weights, self.hp.weighting), payload["w"])}
 
@@ -232,17 +228,16 @@ class DANE(TwoExchange):
         grad f_i(w) - grad f_i(a) + [grad F_k(a) - grad F_k(w^t) + eta grad f(w^t) + mu (a - w^t)]
         + mu (w - a),
     so each pass is an SVRG pass with that bracket as the (per-node) drift
-    (`node_pass_sum` with `passes`, `eta`, `mu`)."""
+    (`node_pass_sum` with `LocalPasses(passes, eta, mu)`)."""
 
     name = "dane"
     Hyper = DANEHyper
 
     def local_work(self, problem, rows, payload, key, weights):
         hp, sizes = self.hp, problem.node_sizes(rows)
-        delta = problem.node_pass_sum(
-            rows, key, payload["w"], payload["g"], h=per_node(hp.client_lr, sizes),
-            weights=self.delta_coef(sizes, weights, hp.weighting), passes=hp.local_passes,
-            eta=hp.eta, mu=hp.mu)
+        local = LocalPasses(h=per_node(hp.client_lr, sizes), passes=hp.local_passes, eta=hp.eta, mu=hp.mu)
+        delta = problem.node_pass_sum(rows, key, payload["w"], payload["g"],
+                                      self.delta_coef(sizes, weights, hp.weighting), local)
         return {"delta": delta, "norm": per_member(self.norm(sizes, weights, hp.weighting), payload["w"])}
 
 
@@ -285,9 +280,9 @@ class CoCoAPlus(SVRGFamily):
     def client_update(self, problem, payload, rows, key, client_state):
         sizes = problem.node_sizes(rows)
         duals = np.concatenate(client_state) if len(rows) else np.zeros(0)
-        delta = problem.node_sdca_sum(rows, key, payload["w"], duals, passes=self.hp.local_passes,
-                                      sigma=payload["sigma"], n=payload["n"],
-                                      weights=self.client_weights(problem, rows) / sizes)
+        local = SDCAPasses(passes=self.hp.local_passes, sigma=payload["sigma"], n=payload["n"])
+        delta = problem.node_sdca_sum(rows, key, payload["w"], duals,
+                                      self.client_weights(problem, rows) / sizes, local)
         return {"delta": delta}, np.split(duals, np.cumsum(sizes)[:-1])
 
 

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from ..heap import keep_freed_memory
-from ..random import Key
+from ..ops.random import Key
+from ..runtime.heap import keep_freed_memory
 
 #: Minibatch bytes that one block of stacked clients gathers per local step. A block whose
 #: step data fits in the L2/L3 caches keeps the gathered batch in cache between the gather
@@ -21,14 +21,14 @@ MIN_BLOCK = 8  # below this the per-block Python overhead outweighs the cache ga
 
 def block_size(algorithm, problem) -> int:
     """Clients per block: BLOCK_BYTES / (batch_size x bytes of one sample), at least MIN_BLOCK.
-    A `presummed` algorithm streams its clients itself: one block. A fused group
-    (`rows_per_client` = G) reads each client's minibatch once for its G rows and keeps G
-    models per client: they count too."""
+    A `presummed` algorithm streams its clients itself: one block. A group of G members
+    (`fco_ray.core.group`) reads each client's minibatch once for its G rows and keeps G models
+    per client: they count too."""
     train = problem.train
     if algorithm.presummed:
         return max(1, train.num_clients)
     batch = getattr(algorithm.hp, "batch_size", None) or train.max_samples
-    group = getattr(algorithm, "rows_per_client", 1)
+    group = algorithm.size
     per_client = batch * train.bytes_per_sample
     if group > 1:
         per_client += group * 8 * sum(math.prod(s) for s in problem.shapes.values())
@@ -111,7 +111,7 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, problem, chunk_size: int = 1024):
-        keep_freed_memory()  # client steps run in this process (fco_ray/heap.py)
+        keep_freed_memory()  # client steps run in this process (fco_ray/runtime/heap.py)
         self.problem = problem
         self.chunk_size = chunk_size
         self.states = ClientStates()  # client state of the current run

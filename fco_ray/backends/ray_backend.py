@@ -26,7 +26,7 @@ when the next run starts or the backend closes): a restart loses it, and the bac
 raises instead of continuing with wrong numbers.
 An actor ended on purpose (`ray.kill`) or out of restarts is an error (RuntimeError).
 
-Reuse: inside `fco_ray.cluster.reuse()` a closed backend parks its actors (client state
+Reuse: inside `fco_ray.backends.cluster.reuse()` a closed backend parks its actors (client state
 dropped, CPUs kept) and the next backend on an equal problem (same content: `fingerprint`)
 with the same actor settings takes them over: no shards shipped, no actors started, no
 warm-up (benchmarks/results/ray_startup.md). Another problem ends the parked actors first.
@@ -53,9 +53,9 @@ from ray.util.placement_group import (
 )
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from .. import cluster
-from ..heap import keep_freed_memory
-from ..random import Key
+from ..ops.random import Key
+from ..runtime.heap import keep_freed_memory
+from . import cluster
 from .local import ClientStates, add_sums, weighted_sum
 
 STRATEGIES = {"spread": "SPREAD", "pack": "PACK"}
@@ -83,7 +83,7 @@ class ShardWorker:
     the ref itself, which the backend keeps alive: a restarted actor reads it again."""
 
     def __init__(self, shard_ref: list, client_ids: np.ndarray, chunk_size: int):
-        keep_freed_memory()  # client steps run in this actor (fco_ray/heap.py)
+        keep_freed_memory()  # client steps run in this actor (fco_ray/runtime/heap.py)
         (ref,) = shard_ref
         self.problem = ray.get(ref)
         self.client_ids = np.asarray(client_ids)  # sorted global ids; local row = position
@@ -167,7 +167,7 @@ class _Parked:
     job: str  # the Ray job they belong to (a new connection has other actors)
 
 
-#: the parked actors of this process (inside `fco_ray.cluster.reuse()`; at most one set)
+#: the parked actors of this process (inside `fco_ray.backends.cluster.reuse()`; at most one set)
 _PARKED: list[_Parked] = []
 
 
@@ -214,7 +214,7 @@ def _end(actors: list, pg, job: str | None = None) -> None:
 
 
 def release_parked() -> None:
-    """End the parked actors (at the end of `fco_ray.cluster.reuse()`)."""
+    """End the parked actors (at the end of `fco_ray.backends.cluster.reuse()`)."""
     while _PARKED:
         parked = _PARKED.pop()
         _end(parked.actors, parked.placement_group, parked.job)
@@ -227,7 +227,7 @@ class RayBackend:
     before giving up with an error that says what was needed. `max_restarts`: how often
     each actor may be restarted after its process died (0: a dead actor is an error).
     `address`: the Ray cluster to join (host:port or ray://...; default $RAY_ADDRESS, else
-    a new local cluster on loopback; see `fco_ray.cluster.connect`). Ignored when this
+    a new local cluster on loopback; see `fco_ray.backends.cluster.connect`). Ignored when this
     process is already connected to Ray (e.g. inside a Tune trial).
     """
 
@@ -237,15 +237,9 @@ class RayBackend:
                  placement: str = "spread", chunk_size: int = 1024,
                  placement_timeout_s: float = 120.0, max_restarts: int = MAX_RESTARTS,
                  address: str | None = None):
-        if placement not in STRATEGIES:
-            raise ValueError(f"backend.placement must be one of {sorted(STRATEGIES)}, got {placement!r}")
-        for key, value, low in (("actors", actors, 1), ("chunk_size", chunk_size, 1)):
-            if value < low:
-                raise ValueError(f"backend.{key} must be >= {low}, got {value!r}")
-        if not cpus_per_actor > 0:
-            raise ValueError(f"backend.cpus_per_actor must be > 0, got {cpus_per_actor!r}")
+        # the settings were validated with the config (RayBackendConfig), at the edge
         # exactly the cluster named by `address` / $RAY_ADDRESS, else a new private local
-        # one (never whichever cluster happens to run here): fco_ray/cluster.py
+        # one (never whichever cluster happens to run here): fco_ray/backends/cluster.py
         self._connection = cluster.connect(address)
         self.started_ray = self._connection.initialized
         self.num_clients = problem.num_clients
@@ -257,7 +251,7 @@ class RayBackend:
         self.run = uuid.uuid4().hex  # token of the current run's client state on the actors
         self._reuse_key, self._broken, self.reused = None, False, False
         if cluster.reusing() and not self.started_ray and get_current_placement_group() is None:
-            # inside `fco_ray.cluster.reuse()`: the actors of an earlier backend on the same
+            # inside `fco_ray.backends.cluster.reuse()`: the actors of an earlier backend on the same
             # data and settings serve this one (no shards shipped, no actors started)
             self._reuse_key = (fingerprint(problem), n, float(cpus_per_actor), placement,
                                chunk_size, max_restarts)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..files import readable_file, reading
+from ..runtime.errors import ConfigError
+from ..runtime.files import readable_file, reading
 
 PREFIX = {True: "fed_emnist_digitsonly", False: "fed_emnist"}
 CLASSES = {True: 10, False: 62}

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import readable_file, reading
+from ..runtime.files import readable_file, reading
 
 LABELS = {"face": 1, "house": 0}
 SUBJECTS = (1, 2, 3, 4, 5, 6)

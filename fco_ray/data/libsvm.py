@@ -19,8 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_files
 
+from ..ops.random import generator
 from .stores import SparseNodes, as_pm1
-from ..random import generator
 
 SPLIT_TAG = 0x5B17
 #: largest accepted feature index + 1: a model is a dense length-d vector (16.8 M features

@@ -25,8 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
-from .. import kernels_sparse
-from ..random import generator
+from ..ops import kernels_sparse
+from ..ops.random import generator
 from .stores import SparseNodes
 
 DATA_TAG, SHUFFLE_TAG = 0x7E47, 0x5AFF

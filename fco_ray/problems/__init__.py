@@ -6,9 +6,16 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from .base import ClientData, Problem
+from ..data.stores import ClientData
+from .base import Problem
 from .linear import make_lasso, make_lowrank
-from .registry import PROBLEMS, ProblemParams, ProblemSpec, build_problem, register_problem
+from .registry import (
+    PROBLEMS,
+    ProblemParams,
+    ProblemSpec,
+    build_problem,
+    register_problem,
+)
 
 
 def _positive_sizes(v):
@@ -122,10 +129,10 @@ def _custom(p: CustomParams, seed: int) -> Problem:
 
 
 # the other problem families (each registers its builders with registry.register_problem)
+from . import adversarial as _adversarial  # noqa: E402,F401  adversarial
 from . import logistic as _logistic  # noqa: E402,F401  sparse_logreg, constrained_logreg
 from . import mlp as _mlp  # noqa: E402,F401  mlp
 from . import saddle as _saddle  # noqa: E402,F401  bilinear_l1, bilinear_nuclear
-from . import adversarial as _adversarial  # noqa: E402,F401  adversarial
 from . import text as _text  # noqa: E402,F401  sparse_text_logreg
 
 __all__ = ["PROBLEMS", "ClientData", "Problem", "ProblemParams", "ProblemSpec", "build_problem",

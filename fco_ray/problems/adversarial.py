@@ -28,11 +28,11 @@ import numpy as np
 from pydantic import Field
 from scipy.special import log_softmax, softmax
 
-from .. import regularizers as R
 from ..data.partition import digits_clients
-from ..tree import Params
+from ..data.stores import ClientData
+from ..ops import regularizers as R
+from ..ops.tree import Params
 from .registry import ProblemParams, register_problem
-from .base import ClientData
 from .saddle import ZERO_TOL, SaddleProblem
 
 CLASSES = 10

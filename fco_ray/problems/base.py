@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..data.stores import ClientData, ClientStore  # ClientData re-exported here for old imports
-from ..random import Key
-from ..regularizers import Blockwise
-from ..tree import Params
+from ..data.stores import ClientData, ClientStore
+from ..ops.random import Key
+from ..ops.regularizers import Blockwise
+from ..ops.tree import Params
 
 
 @dataclass
@@ -80,7 +80,7 @@ class Problem(abc.ABC):
     def with_lam(self, lam) -> "Problem":
         """The same problem (the same data, shared, not copied) with regularizer weight `lam`
         on every penalized block of `psi` (and in `info["lam"]` where the metrics read it): a
-        number, or one per row of a stack (a fused group's configurations, fco_ray.fused).
+        number, or one per row of a stack (a fused group's configurations, fco_ray.core.group).
         Only for problems whose `lam` enters nothing but `psi` (`ProblemParams.fusable_lam`)."""
         import copy
 

@@ -17,11 +17,12 @@ import math
 
 import numpy as np
 
-from .. import kernels
-from .. import regularizers as R
-from ..random import BATCH, repeats
-from ..tree import Params
-from .base import ClientData, Problem
+from ..data.stores import ClientData
+from ..ops import kernels
+from ..ops import regularizers as R
+from ..ops.random import BATCH
+from ..ops.tree import Params
+from .base import Problem
 
 NONZERO = 1e-4  # |w_i| above this counts as in the support (the FCO paper's E1 rule)
 RANK_TOL = 1e-4  # singular values above this count towards the rank (E2)
@@ -46,7 +47,7 @@ class LinearRegression(Problem):
         c = len(sizes)
         if len(ids) != c:  # the kernel does not check bounds
             raise ValueError(f"key has {len(ids)} client ids for {c} rows")
-        group = _run_length(ids, np.asarray(rows))
+        group = key.members
         if group > 1:  # a fused group: G configurations per client, one shared minibatch
             gw, gb = self._group_grad(params, key, ids[::group], sizes[::group],
                                       offsets[::group], batch_size, group)
@@ -72,7 +73,7 @@ class LinearRegression(Problem):
         ids = np.asarray(key.client_ids, dtype=np.uint64).reshape(-1)
         if len(ids) != len(rows):  # the kernel does not check bounds
             raise ValueError(f"key has {len(ids)} client ids for {len(rows)} rows")
-        group = _run_length(ids, rows)
+        group = key.members
         sizes, offsets = self.row_ranges(rows[::group])
         n = len(rows)
         steps = len(pre)
@@ -208,15 +209,6 @@ def _l1_weight(psi):
     if reg.penalty == "l1" and reg.constraint is None:
         return reg.lam
     return None
-
-
-def _run_length(ids: np.ndarray, rows: np.ndarray) -> int:
-    """G if the stacked clients come in runs of G copies of one client (same id, same data
-    row: a fused group, see fco_ray.fused), else 1. Copies draw the same minibatch."""
-    group = repeats(ids)
-    if group > 1 and np.any(rows.reshape(-1, group) != rows[::group, None]):
-        return 1
-    return group
 
 
 def support_metrics(w: np.ndarray, truth: np.ndarray | None) -> dict[str, float]:

@@ -37,12 +37,13 @@ import numpy as np
 from pydantic import Field, model_validator
 from scipy.special import expit
 
-from .. import regularizers as R
 from ..data.partition import dirichlet_label_split
-from ..tree import Params
-from .registry import ProblemParams, register_problem
-from .base import ClientData, Problem
+from ..data.stores import ClientData
+from ..ops import regularizers as R
+from ..ops.tree import Params
+from .base import Problem
 from .linear import NONZERO  # |w| above this counts as a nonzero weight (density)
+from .registry import ProblemParams, register_problem
 
 POOL_CHUNK = 4096  # rows per chunk of the full-data passes (bounds activation memory)
 
@@ -150,21 +151,6 @@ def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray, weight: np.ndarray)
 
 
 # ---- feasibility ------------------------------------------------------------------------
-
-class InfeasibleError(AssertionError):
-    """A model lies outside its constraint set."""
-
-
-def check_feasible(psi: R.Blockwise, params: Params, where: str = "") -> None:
-    """Raise InfeasibleError unless every constrained block of `params` (batched or not)
-    satisfies its constraint, i.e. psi(params) < inf (up to `regularizers.FEASIBILITY_TOL`)."""
-    for name, reg in psi.regs.items():
-        if reg.is_constraint:
-            value = np.asarray(reg.value(params[name], len(psi.shapes[name])))
-            if not np.all(np.isfinite(value)):
-                raise InfeasibleError(f"{where}: block {name!r} violates {reg!r} "
-                                      f"(for {int(np.sum(~np.isfinite(value)))} of {value.size} models)")
-
 
 # ---- data -------------------------------------------------------------------------------
 

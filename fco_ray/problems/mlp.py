@@ -18,10 +18,10 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from .. import regularizers as R
-from ..tree import Params
-from .registry import register_problem
+from ..ops import regularizers as R
+from ..ops.tree import Params
 from .logistic import Classifier, _bias, _ImageParams, image_data, softmax_cross_entropy
+from .registry import register_problem
 
 
 class MLP(Classifier):

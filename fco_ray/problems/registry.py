@@ -11,8 +11,8 @@ from typing import Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..limits import check_memory
-from ..strict import no_bool_numbers
+from ..runtime.limits import check_memory
+from ..runtime.strict import no_bool_numbers
 from .base import Problem
 
 
@@ -26,7 +26,7 @@ class ProblemParams(BaseModel):
     problem_class: ClassVar[type[Problem]] = Problem
     #: True where `lam` is the weight of the regularizer psi and enters nothing else (not the
     #: data, not the loss): configurations that differ only in it share one built problem and
-    #: can run fused (`Problem.with_lam`, fco_ray.fused)
+    #: can run fused (`Problem.with_lam`, fco_ray.core.group)
     fusable_lam: ClassVar[bool] = False
 
     name: str
@@ -35,7 +35,7 @@ class ProblemParams(BaseModel):
     def estimated_bytes(self) -> dict[str, int] | None:
         """A lower bound of the memory a run of the problem takes (data, model), from the
         parameters alone: {part, naming the keys it grows with: bytes}; None = unknown.
-        fco_ray.limits checks it against the memory available before anything is allocated."""
+        fco_ray.runtime.limits checks it against the memory available before anything is allocated."""
         return None
 
 

@@ -40,11 +40,12 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from .. import regularizers as R
-from ..random import Key, repeats
-from ..tree import Params
+from ..data.stores import ClientData
+from ..ops import regularizers as R
+from ..ops.random import Key
+from ..ops.tree import Params
+from .base import Problem
 from .registry import ProblemParams, register_problem
-from .base import ClientData, Problem
 
 ZERO_TOL = 1e-5  # |v| below this counts as zero for `density` and singular values for `rank` (E5)
 
@@ -178,14 +179,14 @@ class BilinearSaddle(SaddleProblem):
         would repeat the same numbers (counter-based generator).
 
         Shared work (the same numbers as row by row): the stacked rows come as C clients of
-        G rows each (a fused group's G members per client, `fco_ray.fused`; G = 1 unfused).
+        G rows each (a stacked group's G members per client, `Key.members`; G = 1 alone).
         At a first local step every client holds its member's broadcast point, so when the
         rows are equal across clients the two matrix products run on G rows instead of C G;
         and the noise, equal for a client's G rows, is drawn and scaled once per client and
         added to its G rows by broadcasting."""
         x, y = self._stacked(params, len(rows))
         ids = np.asarray(key.client_ids).reshape(-1)
-        group = repeats(ids) if ids.size == len(x) else 1
+        group = key.members if ids.size == len(x) else 1
         clients = len(x) // group
         shared = clients > 1 and _same_across_clients(x, group) and _same_across_clients(y, group)
         op_x, op_y = self._operator(x[:group], y[:group]) if shared else self._operator(x, y)
@@ -194,7 +195,7 @@ class BilinearSaddle(SaddleProblem):
             if shared:
                 op_x, op_y = (np.tile(v, (clients,) + (1,) * (v.ndim - 1)) for v in (op_x, op_y))
             return {"x": op_x, "y": op_y}
-        once = key if group == 1 else Key(key.seed, key.round, ids[::group], key.step, key.stream)
+        once = key if group == 1 else key.per_client()
         nx = int(np.prod(self.shapes["x"]))
         noise = sigma * once.normal((nx + int(np.prod(self.shapes["y"])),))  # (C, nx + ny)
         return {"x": _add_per_client(op_x, noise[:, :nx], clients, group, self.shapes["x"], shared),

@@ -35,13 +35,14 @@ import scipy.sparse as sp
 from pydantic import Field, model_validator
 from scipy.special import expit
 
-from .. import kernels_sparse as K
-from .. import regularizers as R
-from ..data.stores import SparseNodes, as_pm1, ranges  # noqa: F401  (as_pm1, ranges: old imports)
-from ..random import BATCH, PERMUTATION, Key
-from ..tree import Params
-from .registry import ProblemParams, register_problem
+from ..data.stores import SparseNodes
+from ..ops import kernels_sparse as K
+from ..ops import regularizers as R
+from ..ops.random import BATCH, PERMUTATION, Key
+from ..ops.tree import Params
 from .base import Problem
+from .nodes import LocalPasses, SDCAPasses
+from .registry import ProblemParams, register_problem
 
 
 def sparsity_scalings(nodes: SparseNodes) -> tuple[np.ndarray, np.ndarray]:
@@ -76,17 +77,6 @@ def scatter_rows(x: sp.csr_matrix, coef: np.ndarray, owner: np.ndarray, clients:
     flat = np.bincount(owner[row].astype(np.int64) * d + x.indices, weights=coef[row] * x.data,
                        minlength=clients * d)
     return flat.reshape(clients, d)
-
-
-def node_loss_grads(nodes: SparseNodes, w: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
-    """F_k and grad F_k of every node at a shared w (d,) or its own w_k (C, d): (C,), (C, d)."""
-    owner = nodes.node_of_row()
-    loss, dloss = logistic(margins(nodes.x, w, owner), nodes.y)
-    inv = 1.0 / nodes.sizes
-    w_stack = np.broadcast_to(w, (nodes.num_clients, nodes.dim))
-    values = np.bincount(owner, weights=loss, minlength=nodes.num_clients) * inv
-    grads = scatter_rows(nodes.x, dloss * inv[owner], owner, nodes.num_clients) + lam * w_stack
-    return values + 0.5 * lam * np.einsum("cd,cd->c", w_stack, w_stack), grads
 
 
 def optimum_cache_dir() -> Path | None:
@@ -140,10 +130,8 @@ class SparseTextLogReg(Problem):
     """See the module docstring. `aggregation` is FSVRG's A = diag(a^j) (global, (d,)).
 
     Besides the `Problem` interface it offers the finite-sum "nodes" interface that the SVRG
-    family (`fco_ray.algorithms.svrg`) uses: `lam`, `aggregation`, `total_samples`,
-    `node_sizes`, and the compiled per-node passes `node_gradient_sum`, `node_pass_sum`,
-    `node_sdca_sum` (`fco_ray.kernels_sparse`), each returning a sum over the given nodes of
-    their weighted results as one (d,) vector.
+    family uses (`fco_ray.problems.nodes.Nodes`), with compiled per-node passes
+    (`fco_ray.ops.kernels_sparse`).
     """
 
 
@@ -206,18 +194,17 @@ class SparseTextLogReg(Problem):
         out += (self.lam * weights.sum()) * w
         return out
 
-    def node_pass_sum(self, rows, key: Key, w: np.ndarray, g: np.ndarray, *, h: np.ndarray,
-                      weights: np.ndarray, steps: np.ndarray | None = None, scaled: bool = False,
-                      passes: int = 1, eta=1.0, mu=0.0) -> np.ndarray:
+    def node_pass_sum(self, rows, key: Key, w: np.ndarray, g: np.ndarray, weights: np.ndarray,
+                      local: LocalPasses) -> np.ndarray:
         """sum_k weights_k (w_k - w): node k's local SVRG-type passes from w (see
         `kernels_sparse.svrg_passes`) with step h_k, drift eta g, proximal weight mu and, if
-        `scaled`, FSVRG's s_k^j. `steps=None`: one pass over a keyed random permutation of
-        the node's samples (key stream PERMUTATION, step = pass); else steps[k] samples
-        drawn with replacement (stream BATCH, one pass).
+        `scaled`, FSVRG's s_k^j, as `local` says (`LocalPasses`).
 
         A fused group of G members: w and g stacks (G, d), h (nodes, G), eta and mu numbers
         or (G,); returns (G, d), member m equal to its own call, in one pass over the data
         (`kernels_sparse.svrg_passes_group`)."""
+        h, steps, scaled, passes, eta, mu = (local.h, local.steps, local.scaled, local.passes,
+                                             local.eta, local.mu)
         rows = np.asarray(rows, np.int64)
         sizes = self.node_sizes(rows)
         replace = steps is not None
@@ -255,11 +242,12 @@ class SparseTextLogReg(Problem):
         out += alpha * g  # the coordinates off each node's support
         return out
 
-    def node_sdca_sum(self, rows, key: Key, w: np.ndarray, duals: np.ndarray, *, passes: int,
-                      sigma: float, n: float, weights: np.ndarray) -> np.ndarray:
+    def node_sdca_sum(self, rows, key: Key, w: np.ndarray, duals: np.ndarray, weights: np.ndarray,
+                      local: SDCAPasses) -> np.ndarray:
         """sum_k weights_k (v_k - w) / sigma after CoCoA+'s local SDCA passes (see
         `kernels_sparse.sdca_passes`; scale sigma / (lam n)); `duals` (b = y alpha of the
         nodes' samples, node after node) are updated in place."""
+        passes, sigma, n = local.passes, local.sigma, local.n
         rows = np.asarray(rows, np.int64)
         sizes = self.node_sizes(rows)
         out = np.zeros(self.train.dim)

@@ -33,12 +33,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import ConfigError
-from .dashboard import Curve, Dashboard, Heatmap, available, find_dashboard, load_dashboard
+from ..runtime.errors import ConfigError
+from ..tracking import DEFAULT_UI, compare_url, run_url, trials_url, ui_base
+from .dashboard import (
+    Curve,
+    Dashboard,
+    Heatmap,
+    available,
+    find_dashboard,
+    load_dashboard,
+)
 from .data import SweepData, grid_cells, load_sweep
 from .figures import colors, curve_figure, grid_figure, heatmap_figure, save
 from .grid import MAX_GRID_VALUES, configurations, edge_warnings
-from ..tracking import DEFAULT_UI, compare_url, run_url, trials_url, ui_base
 from .page import render_page
 
 ARTIFACT_DIR = "report"

@@ -10,10 +10,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from ..config import ConfigError, load_yaml
+from ..runtime.errors import ConfigError
+
+# the repository's dashboards/ (an editable install finds it next to the package)
+from ..runtime.files import load_yaml
 
 # the repository's dashboards/ (an editable install finds it next to the package)
 PACKAGE_DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"

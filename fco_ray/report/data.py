@@ -21,9 +21,17 @@ from mlflow import MlflowClient
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 
-from ..config import ConfigError
-from ..tracking import (ALGORITHM, PARENT, ROLE, SWEEP, Store, best_per_algorithm, filter_tags,
-                        trials_frame)
+from ..runtime.errors import ConfigError
+from ..tracking import (
+    ALGORITHM,
+    PARENT,
+    ROLE,
+    SWEEP,
+    Store,
+    best_per_algorithm,
+    filter_tags,
+    trials_frame,
+)
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 # why a cell/trial has no final value, most telling first

@@ -17,22 +17,14 @@ from pathlib import Path
 from typing import Callable
 
 from ray import tune
-from ray.tune.result import AUTO_RESULT_KEYS
 
-from ..progress import progress_text
-from ..checkpoint import FILE as STATE_FILE
+from ..core.checkpoint import FILE as STATE_FILE
+from ..runtime.progress import progress_text
 from ..tracking import Store, SweepLog, TrackingUnavailable, run_label
 from .schema import FIXED_POINT_KEYS, Sweep
 from .trainable import member_key
 
 PROGRESS_SECONDS = 10.0  # how often running trials are shown (a fast trial ends before)
-
-
-def metrics_row(result: dict) -> dict:
-    """The engine's metrics row inside a Tune result (without Tune's bookkeeping)."""
-    # members / ended: a fused group's rows; replayed: rows a restored trial reports again
-    skip = set(AUTO_RESULT_KEYS) | {"status", "members", "ended", "replayed"}
-    return {k: v for k, v in result.items() if k not in skip}
 
 
 class MLflowLogger(tune.Callback):
@@ -79,7 +71,7 @@ class MLflowLogger(tune.Callback):
 
     def on_trial_start(self, iteration, trials, trial, **info):
         points = self.sweep.members_of(trial.config)
-        keys = [member_key(trial.trial_id, j, len(points)) for j in range(len(points))]
+        keys = [member_key(trial.trial_id, j) for j in range(len(points))]
         configs = [self.sweep.run_config(p).model_dump(mode="json") for p in points]
         labels = [run_label(c, [k for k in p if k not in FIXED_POINT_KEYS])
                   for c, p in zip(configs, points)]
@@ -98,11 +90,8 @@ class MLflowLogger(tune.Callback):
         state = self.running.get(trial.trial_id)
         if state is None or result.get("status") not in ("running", "finished"):
             return
-        if "members" in result:
-            rows = {int(j): row for j, row in json.loads(result["members"]).items()}
-            ended = json.loads(result.get("ended", "[]"))
-        else:
-            rows, ended = {0: metrics_row(result)}, []
+        rows = {int(j): row for j, row in json.loads(result["members"]).items()}
+        ended = json.loads(result["ended"])
         for j, row in rows.items():
             state["last"][j] = row
             if state["keys"][j] in state["open"]:
@@ -126,9 +115,9 @@ class MLflowLogger(tune.Callback):
             return
         with checkpoint.as_directory() as folder:
             if (Path(folder) / STATE_FILE).is_file():
-                return  # a state checkpoint for reruns (fco_ray.checkpoint), no artifacts
+                return  # a state checkpoint for reruns (fco_ray.core.checkpoint), no artifacts
             for j, key in enumerate(state["keys"]):
-                where = Path(folder) / str(j) if len(state["keys"]) > 1 else Path(folder)
+                where = Path(folder) / str(j)
                 if key in state["open"] and where.is_dir():
                     self._write(self.log.log_artifacts, key, str(where))
 

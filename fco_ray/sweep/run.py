@@ -21,9 +21,9 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search import BasicVariantGenerator
 
-from ..cluster import connect, disconnect
-from ..errors import ConfigError
-from ..files import check_private_tree
+from ..backends.cluster import connect, disconnect
+from ..runtime.errors import ConfigError
+from ..runtime.files import check_private_tree
 from ..tracking import Store, SweepLog, TrackingUnavailable, check_store
 from .logging import MLflowLogger, tune_loggers
 from .schema import Sweep, load_sweep
@@ -57,7 +57,7 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
     """Run (or resume) a sweep file on the current Ray cluster; what `fco-ray sweep` does.
 
     Joins the Ray cluster at `RAY_ADDRESS` if set, else starts a new local one on loopback
-    (unless Ray is already initialized in this process): `fco_ray.cluster.connect`.
+    (unless Ray is already initialized in this process): `fco_ray.backends.cluster.connect`.
     Tune's state lives in `<storage>/<name>`
     (default storage: `./ray_results`); `resume=True` restores it (`Tuner.restore`), reruns
     unfinished and errored trials, and reuses the MLflow parent and child runs.
@@ -121,7 +121,9 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
                 f"done; finish it with: fco-ray sweep {path} --resume")
         best = log.finish(failed=results.num_errors > 0)
         if sweep.spec.report is not False:  # `report: false` in the sweep file: no report
-            from ..report import report_after_sweep  # matplotlib only when a report is drawn
+            from ..report import (
+                report_after_sweep,  # matplotlib only when a report is drawn
+            )
 
             report_after_sweep(log.parent_id, store.uri, echo)
         return SweepOutcome(log.parent_id, log.experiment_id, store.uri, exp_dir, results,

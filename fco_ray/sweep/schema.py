@@ -18,7 +18,7 @@ import copy
 import itertools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,12 +27,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..algorithms import ALGORITHMS
-from ..checks import check_clients
-from ..config import RunConfig, apply_overrides, load_yaml, parse_run, validate_model
-from ..errors import ConfigError, short_repr
-from ..fused import fusable
-from ..problems import PROBLEMS, build_problem
-from ..strict import no_bool_numbers
+from ..core.config import RunConfig, parse_run, validate_model
+from ..core.plan import build, check_problem
+from ..core.plan import groups as config_groups
+from ..runtime.errors import ConfigError, short_repr
+from ..runtime.files import apply_overrides, load_yaml
+from ..runtime.strict import no_bool_numbers
 from ..tracking import default_uri
 
 FIXED_POINT_KEYS = ("algorithm.name", "seed")  # set by `algorithms` and `seeds`, not `search`
@@ -123,7 +123,7 @@ class TuneSettings(_Strict):
                                          "checkpoints (a multiple of eval_every); 0 = none; "
                                          "default: about a tenth of the rounds")
     fuse: bool = Field(True, description="run configurations that differ only in real-valued "
-                       "hyperparameters of one algorithm as one fused Tune trial (fco_ray.fused)")
+                       "hyperparameters of one algorithm as one fused Tune trial (fco_ray.core.group)")
     fuse_max: int = Field(64, ge=1, description="configurations per fused trial at most")
 
 
@@ -195,18 +195,14 @@ def _applies(algorithm: str, key: str) -> bool:
     return not key.startswith("algorithm.") or has_hyper(algorithm, key.split(".", 1)[1])
 
 
-def _fusable(algorithm: str, problem: str, key: str) -> bool:
-    """Whether a searched key can vary inside a fused group of `algorithm` on `problem`
-    (fco_ray.fused.fusable)."""
-    return fusable(ALGORITHMS[algorithm], PROBLEMS[problem].params, key)
-
-
 @dataclass(frozen=True)
 class Sweep:
     """A validated sweep: the file's settings plus everything derived from them."""
 
     spec: SweepFile
     source: str  # the sweep as YAML (the file, or its resolved form after --set)
+    #: validated run configs by point (`run_config`): each point is parsed once
+    parsed: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -277,23 +273,16 @@ class Sweep:
                 yield {**point, **draws[s, point["algorithm.name"]]}
 
     def groups(self) -> list[list[dict]]:
-        """The Tune trials as groups of points: configurations of one fusable algorithm that
-        differ only in its real-valued searched hyperparameters (and `problem.lam` where the
-        problem allows it: fco_ray.fused.fusable) share a group (at most `tune.fuse_max`);
-        every other point is a group of its own."""
+        """The Tune trials as groups of points: the configurations that `fco_ray.core.plan.groups`
+        puts together (one fusable algorithm, differing only in real-valued hyperparameters and,
+        where the problem allows it, `problem.lam`), at most `tune.fuse_max` each; every other
+        point is a group of its own."""
         points = list(self.drawn_points() if self.fused else self.grid_points())
         if not self.fused:
             return [[p] for p in points]
-        problem = self.spec.problem["name"]
-        by_key: dict[str, list[dict]] = {}
-        for i, point in enumerate(points):
-            varying = [k for k in point if _fusable(point["algorithm.name"], problem, k)]
-            key = (json.dumps({k: v for k, v in point.items() if k not in varying}, sort_keys=True)
-                   if varying else f"alone {i}")
-            by_key.setdefault(key, []).append(point)
-        size = self.spec.tune.fuse_max
-        return [members[s:s + size] for members in by_key.values()
-                for s in range(0, len(members), size)]
+        configs = [self.run_config(p) for p in points]
+        return [[points[i] for i in members]
+                for members in config_groups(configs, self.spec.tune.fuse_max)]
 
     def param_space(self) -> dict:
         """Tune's search space: one grid axis over the trials' groups of points (so that each
@@ -348,8 +337,11 @@ class Sweep:
         return config
 
     def run_config(self, point: dict) -> RunConfig:
-        """The validated run config of one trial."""
-        return parse_run(self.trial_config(point))
+        """The validated run config of one configuration (parsed once per point)."""
+        key = json.dumps(point, sort_keys=True, default=str)
+        if key not in self.parsed:
+            self.parsed[key] = parse_run(self.trial_config(point))
+        return self.parsed[key]
 
     def checkpoint_every(self, rounds: int) -> int:
         """Rounds between a trial's checkpoints: `tune.checkpoint_every`, or the multiple of
@@ -431,15 +423,14 @@ def _check_against_problem(sweep: Sweep, trials: list, path: Path) -> None:
     (built once, with the first trial's seed): the data can be read (e.g. `problem.path` exists), each trial's
     clients_per_round fits its training clients, and the Tune metric is one that each
     algorithm reports (from the declared metric names: nothing is run)."""
-    first = trials[0][1]
     try:
-        problem = build_problem(first.problem, first.seed)
-    except ValueError as e:
+        problem = build(trials[0][1])
+    except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
     names = problem.metric_names()
     for point, cfg in trials:
         try:
-            check_clients(cfg.algorithm.clients_per_round, problem.num_clients, cfg.problem.name)
+            check_problem([cfg], problem)
         except ConfigError as e:
             raise ConfigError(f"{path}: trial ({point_text(point)}): {e}") from None
         algorithm = ALGORITHMS[cfg.algorithm.name](cfg.algorithm)

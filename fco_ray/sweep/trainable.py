@@ -1,7 +1,7 @@
 """The Tune side of one trial: its resources, its name, and the trainable that runs it.
 
-A trial's config is validated once, in the trial (`Sweep.run_config`), and handed to
-`fco_ray.run` ready to use. The trainable reports every evaluated round with
+A trial's configurations are validated once (`Sweep.run_config`) and prepared once
+(`fco_ray.core.plan.prepare`: its problem built and checked) in the trial. The trainable reports every evaluated round with
 `tune.report({...metrics, "round": r, "timesteps_total": r, "status": s})`; a diverged
 trial ends with a last report whose metric is the worst value, so it ranks last.
 A finished trial's last report carries a Tune checkpoint holding its artifacts
@@ -9,7 +9,7 @@ A finished trial's last report carries a Tune checkpoint holding its artifacts
 the driver's MLflow logger attaches to the trial's run.
 
 Checkpoints: every `Sweep.checkpoint_every` rounds a report also carries the run's state
-(`tune.Checkpoint` of a directory with fco_ray.checkpoint's `state.npz`, a fused group's
+(`tune.Checkpoint` of a directory with fco_ray.core.checkpoint's `state.npz`, a fused group's
 stacked state included); a trial that Tune reruns after its process failed (killed, node
 lost) gets it back from `tune.get_checkpoint` and continues from that round with the
 numbers an uninterrupted run computes, after reporting again the results up to there
@@ -25,15 +25,15 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 from ray import tune
 
 from ..algorithms import ALGORITHMS
 from ..artifacts import trial_artifacts
-from ..checkpoint import FILE as SNAPSHOT_FILE, Snapshot, load_snapshot, save_snapshot
-from ..grid import run_group
 from ..backends.ray_backend import STRATEGIES
-from ..config import BackendConfig
+from ..core.checkpoint import FILE as SNAPSHOT_FILE
+from ..core.checkpoint import Snapshot, load_snapshot, save_snapshot
+from ..core.config import BackendConfig
+from ..core.plan import prepare
 from .schema import FIXED_POINT_KEYS, Sweep
 
 
@@ -59,36 +59,33 @@ class TrialResources:
             trial_bundles(backend, self.sweep.spec.tune.cpus_per_trial), strategy=strategy)
 
 
-def member_key(trial_id: str, index: int, size: int) -> str:
-    """The MLflow key (tag fco.trial_id) of configuration `index` of a trial of `size`."""
-    return trial_id if size == 1 else f"{trial_id}-{index}"
+def member_key(trial_id: str, index: int) -> str:
+    """The MLflow key (tag fco.trial_id) of configuration `index` of a trial."""
+    return f"{trial_id}-{index}"
 
 
 def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
-    """The Tune trainable: one configuration, or a fused group of them (`run_group`),
+    """The Tune trainable: a group of configurations (one or more; `fco_ray.core.plan.prepare`),
     reporting every evaluated round.
 
-    A lone configuration reports its metrics row; a group reports, per evaluated round, the
-    rows of its configurations (`members`, JSON by index), those that ended diverged
-    (`ended`), and as the Tune metric the best of the round's values (Tune ranks groups;
-    the sweep's best configurations are ranked from MLflow, one run per configuration).
+    Each report holds the rows of the group's configurations (`members`, JSON by index: Tune's
+    CSV logger fixes its columns at the first result, so rows travel as one text), those that
+    ended diverged (`ended`), and as the Tune metric the best of the round's values (Tune ranks
+    trials; the sweep's best configurations are ranked from MLflow, one run per configuration).
     The last report carries a checkpoint with each finished configuration's artifacts
-    (`fco_ray.artifacts`: `model.npz`, E6's `attack.png`; in folder `<index>/` for a group),
-    which the driver's MLflow logger attaches to the configuration's run.
+    (`fco_ray.artifacts`: `model.npz`, E6's `attack.png`; in folder `<index>/`), which the
+    driver's MLflow logger attaches to the configuration's run.
 
     `finished`: configurations already FINISHED in MLflow before an interruption (by key):
     a resumed sweep reports them instead of running them again."""
     points = sweep.members_of(tune_config)
     trial_id, size = tune.get_context().get_trial_id(), len(points)
-    done = [finished.get(member_key(trial_id, j, size)) for j in range(size)]
+    done = [finished.get(member_key(trial_id, j)) for j in range(size)]
     if all(d is not None for d in done):
-        if size == 1:
-            tune.report(sweep.final_report(done[0]["metrics"], done[0]["round"], done[0]["status"]))
-            return
         rows = {j: {**d["metrics"], "round": d["round"]} for j, d in enumerate(done)
                 if d["status"] == "finished"}
         status = "finished" if rows else "diverged"
-        tune.report(_report(sweep, max(d["round"] for d in done), rows, [], status, size))
+        tune.report(_report(sweep, max(d["round"] for d in done), rows, [], status))
         return
     configs = [sweep.run_config(p) for p in points]
     rounds = configs[0].rounds
@@ -110,7 +107,7 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
         if rnd == rounds:
             last["rows"] = rows  # reported below, with the models
             return
-        result = _report(sweep, rnd, rows, ended, "running", size)
+        result = _report(sweep, rnd, rows, ended, "running")
         ended.clear()
         reported.append(result)
         if snapshot is None or snapshot.round != rnd:
@@ -124,25 +121,20 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
         pending[:] = [snapshot]
 
     every = sweep.checkpoint_every(rounds) if stateless else 0
-    try:
-        outcome = run_group(configs, on_round, start=start, checkpoint_every=every,
-                            on_checkpoint=hold)
-    except np.linalg.LinAlgError:
-        # an SVD of a non-finite client iterate (nuclear prox) fails before the engine
-        # sees the non-finite values: that is divergence too
-        outcome = [(None, None)] * size
-    models = {j: model for j, (_, model) in enumerate(outcome) if model is not None}
+    (prepared,) = prepare(configs, max_group=size)  # the sweep's group is one group
+    results = prepared.run(on_round, start=start, checkpoint_every=every, on_checkpoint=hold)
+    models = {j: model for j, r in enumerate(results) if (model := prepared.model(j, r)) is not None}
     if not models or last["rows"] is None:  # every configuration diverged
-        tune.report(_report(sweep, last["round"], {}, list(range(size)), "diverged", size))
+        tune.report(_report(sweep, last["round"], {}, list(range(size)), "diverged"))
         return
-    final = _report(sweep, rounds, last["rows"], ended, "finished", size)
+    final = _report(sweep, rounds, last["rows"], ended, "finished")
     # Ray logs "Checkpoint successfully created at ..." per trial to the driver's terminal;
     # the checkpoint is only the carrier of the artifacts to the driver
     logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         for j, model in models.items():
-            folder = Path(tmp) / (str(j) if size > 1 else "")
-            folder.mkdir(exist_ok=True)
+            folder = Path(tmp) / str(j)
+            folder.mkdir()
             trial_artifacts(configs[j], model, folder)
         tune.report(final, checkpoint=tune.Checkpoint.from_directory(tmp))
 
@@ -158,12 +150,8 @@ def _restored() -> Snapshot | None:
         return load_snapshot(folder)
 
 
-def _report(sweep: Sweep, rnd: int, rows: dict, ended: list, status: str, size: int) -> dict:
-    """A Tune result: a lone configuration's row, or a group's rows (see `train_trial`)."""
-    if size == 1:
-        if status == "diverged" or (ended and not rows):
-            return sweep.final_report({}, rnd, "diverged")
-        return {**rows.get(0, {}), "round": rnd, "timesteps_total": rnd, "status": status}
+def _report(sweep: Sweep, rnd: int, rows: dict, ended: list, status: str) -> dict:
+    """A Tune result of a trial's group (see `train_trial`)."""
     values = [r[sweep.metric] for r in rows.values() if sweep.metric in r]
     best = (max if sweep.mode == "max" else min)(values) if values else None
     report = sweep.final_report({}, rnd, "diverged") if best is None else {sweep.metric: best}

@@ -172,7 +172,7 @@ def parse_yaml(text: str, path: str | Path = "<string>") -> Any:
 
 
 def load_yaml(path: str | Path) -> dict:
-    """Read a YAML config file through the one file error path (fco_ray.files) and the
+    """Read a YAML config file through the one file error path (fco_ray.runtime.files) and the
     bounded safe loader (no code, no Python objects, aliases bounded, no duplicate keys)."""
     path = Path(path)
     data = parse_yaml(read_text(path, "config file", MAX_CONFIG_BYTES), path)

@@ -52,7 +52,7 @@ def _bool_where_number(value, annotation) -> bool:
 def no_bool_numbers(cls, data):
     """A `model_validator(mode="before")`: attach as
     `_no_bools = model_validator(mode="before")(no_bool_numbers)`. The error has type
-    "bool_not_number" and the offending key in its context (fco_ray.config names it)."""
+    "bool_not_number" and the offending key in its context (fco_ray.core.config names it)."""
     if isinstance(data, dict):
         for key, value in data.items():
             field = cls.model_fields.get(key) if isinstance(key, str) else None

@@ -2,7 +2,7 @@
 
 The engine's state after round r (the algorithm's server state plus the last round's
 communication counts) determines every later round: clients, minibatches and noise are
-drawn from counter-based keys of (seed, round, ...) (fco_ray.random), never from a
+drawn from counter-based keys of (seed, round, ...) (fco_ray.ops.random), never from a
 generator that advances. So a run restored from a snapshot at round r continues with
 exactly the numbers an uninterrupted run computes (tests/test_checkpoint.py).
 
@@ -39,7 +39,7 @@ class Snapshot:
     records: list[dict] = field(default_factory=list)
     #: the divergence bounds set from round 0's train_loss (one per configuration)
     loss_limits: list[float] = field(default_factory=lambda: [math.inf])
-    #: a fused group (fco_ray.fused): the configurations still running, whose stacked
+    #: a fused group (fco_ray.core.group): the configurations still running, whose stacked
     #: state `state` is; None for a single run
     active: list[int] | None = None
 

@@ -15,7 +15,7 @@ def tmap(fn: Callable, *trees: Params) -> Params:
 def per_row(a, ndim: int):
     """A scalar, or one value per row of a stack (shape (R,)) shaped to broadcast over an
     array of `ndim` axes whose first axis is the rows: (R, 1, ..., 1). Fused runs keep a
-    hyperparameter per stacked configuration this way (fco_ray.fused)."""
+    hyperparameter per stacked configuration this way (fco_ray.core.group)."""
     a = np.asarray(a) if not isinstance(a, (int, float)) else a
     if np.ndim(a) == 1 and ndim > 1:
         return a.reshape((-1,) + (1,) * (ndim - 1))

@@ -38,7 +38,7 @@ import socket
 from dataclasses import dataclass
 from typing import Iterator
 
-from .config import ConfigError
+from ..runtime.errors import ConfigError
 
 LOOPBACK = "127.0.0.1"
 #: Ray's options for a new local cluster (see the module docstring for why each).

@@ -5,7 +5,7 @@ row offsets `offsets`), the local indices `nodes` of the nodes to process and a 
 per node, and ADDS each node's coefficient-weighted result into one length-d vector `out`:
 a shard's pre-summed message, with no (nodes, d) stack. Nodes are processed one after the
 other; a node's randomness is keyed by (seed, round, pass, stream, global node id, position)
-exactly as `fco_ray.random.Key` draws it, so results do not depend on sharding.
+exactly as `fco_ray.ops.random.Key` draws it, so results do not depend on sharding.
 
 Local models live on the node's support (the features present in its rows): dense (d,)
 scratch arrays indexed by feature, reset through the list of the node's features, so the
@@ -21,7 +21,7 @@ for the tiny c = h lam of E7).
 Fused groups (`*_group`): G members (step sizes) of one method in one pass over the data,
 member arrays feature-major (d, G); see the section's comment below.
 
-Compiled on first use and cached on disk where that is possible (`kernels.CACHE`), like `fco_ray.kernels`.
+Compiled on first use and cached on disk where that is possible (`kernels.CACHE`), like `fco_ray.ops.kernels`.
 Tests: tests/test_svrg.py (against per-sample dense reference loops and the formulas).
 """
 from __future__ import annotations
@@ -293,15 +293,6 @@ def sdca_step(b, yz, q, tol=1e-12, max_iter=200):
     return 1.0 / (1.0 + math.exp(-t))
 
 
-@njit(cache=CACHE)
-def sdca_steps(b, yz, q):
-    """`sdca_step` elementwise (for tests and vectorized callers)."""
-    out = np.empty(b.size)
-    for i in range(b.size):
-        out[i] = sdca_step(b[i], yz[i], q[i])
-    return out
-
-
 @njit(cache=CACHE, fastmath={"contract"})
 def sdca_passes(data, indices, indptr, y, offsets, nodes, ids, seed, rnd, stream, passes, scale,
                 b, b_start, coef, w, out):
@@ -463,7 +454,7 @@ def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
 #: node (8 doubles per support feature and member).
 LANES = 4
 GROUP_BLOCK = 8
-# A fused step-size group (fco_ray.fused) runs G configurations that visit the same samples
+# A fused step-size group (fco_ray.core.group) runs G configurations that visit the same samples
 # in the same order (randomness is keyed by node and position, never by configuration), so
 # one pass reads each nonzero once and updates G local models. Member arrays are
 # feature-major, (d, G): the G values of a feature are adjacent, one cache line for small G.

@@ -1,6 +1,6 @@
 """Compiled inner loops (numba) for the hot spots of a local step.
 
-- `keyed_bits` / `keyed_integers`: the counter-based random numbers of `fco_ray.random`
+- `keyed_bits` / `keyed_integers`: the counter-based random numbers of `fco_ray.ops.random`
   (SplitMix64 of a key prefix, client id and element counter), one compiled loop instead of
   about 20 NumPy calls on small arrays. The numbers are bit-for-bit those of the formula
   (tests/test_random.py checks them against a pure-Python SplitMix64).

@@ -3,7 +3,7 @@
 Every random draw of a client is a pure function of its key, so a result does not depend
 on how clients are sharded over processes, on the number of Ray actors, or on the order in
 which trials run. The generator is the SplitMix64 finalizer applied to a hash of the key
-and an element counter; the per-client, per-element loop is compiled (`fco_ray.kernels`).
+and an element counter; the per-client, per-element loop is compiled (`fco_ray.ops.kernels`).
 """
 from __future__ import annotations
 
@@ -28,9 +28,18 @@ class Key:
     client_ids: np.ndarray
     step: int = 0
     stream: int = BATCH
+    #: the stacked rows come in runs of `members` rows of one client (a stacked group's
+    #: members, `fco_ray.core.group.Stacked`: row c * G + g is member g on client c); rows of one
+    #: client draw the same numbers, so they are drawn once per client
+    members: int = 1
 
     def with_step(self, step: int, stream: int = BATCH) -> "Key":
-        return Key(self.seed, self.round, self.client_ids, step, stream)
+        return Key(self.seed, self.round, self.client_ids, step, stream, self.members)
+
+    def per_client(self) -> "Key":
+        """The key of the distinct clients (one row each) of a stacked key."""
+        ids = np.asarray(self.client_ids)
+        return Key(self.seed, self.round, ids[::self.members], self.step, self.stream)
 
     def _bits(self, shape: tuple[int, ...]) -> np.ndarray:
         """uint64 array of shape (clients, *shape):
@@ -42,15 +51,11 @@ class Key:
         return bits.reshape(ids.shape + tuple(shape))
 
     def _once_per_client(self, draw, shape: tuple[int, ...]) -> np.ndarray | None:
-        """draw(key, shape) for the distinct clients only, repeated, when the ids come in runs
-        of G equal ids (a fused group's G rows per client: equal ids draw equal numbers, so
-        G - 1 of every G draws would be repeats); None otherwise."""
-        ids = np.asarray(self.client_ids)
-        copies = repeats(ids.reshape(-1)) if ids.ndim == 1 else 1
-        if copies == 1:
+        """draw(key, shape) for the distinct clients only, each repeated for its `members`
+        rows; None for a key of one row per client."""
+        if self.members == 1:
             return None
-        once = draw(Key(self.seed, self.round, ids[::copies], self.step, self.stream), shape)
-        return np.repeat(once, copies, axis=0)
+        return np.repeat(draw(self.per_client(), shape), self.members, axis=0)
 
     def uniform(self, shape: tuple[int, ...]) -> np.ndarray:
         """Uniform floats in the open interval (0, 1): ((bits >> 11) + 1/2) / 2^53, at most
@@ -78,18 +83,6 @@ class Key:
         """Standard normal floats of shape (clients, *shape) by inverse-CDF transform."""
         repeated = self._once_per_client(Key.normal, shape)
         return repeated if repeated is not None else ndtri(self.uniform(shape))
-
-
-def repeats(ids: np.ndarray) -> int:
-    """G if `ids` comes in runs of G equal ids (the stacked rows of a fused group, see
-    fco_ray.fused: G members per client), else 1. Rows with equal ids draw equal numbers."""
-    n = len(ids)
-    if n < 2 or ids[0] != ids[1]:
-        return 1
-    group = int(np.argmax(ids != ids[0])) or n
-    if n % group or np.any(ids.reshape(-1, group) != ids[::group, None]):
-        return 1
-    return group
 
 
 def sample_clients(seed: int, rnd: int, num_clients: int, per_round: int) -> np.ndarray:

@@ -4,9 +4,9 @@ and what would fit, before any run starts (config parsing, sweep validation, the
 """
 from __future__ import annotations
 
-from .algorithms import ALGORITHMS
-from .algorithms.base import PROBLEM_KINDS
-from .errors import ConfigError
+from ..algorithms import ALGORITHMS
+from ..algorithms.base import PROBLEM_KINDS
+from ..runtime.errors import ConfigError
 
 
 def check_fits(algorithm: str, kinds: frozenset[str], problem: str) -> None:

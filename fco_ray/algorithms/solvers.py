@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .problems.base import Problem
-from .tree import Params, axpy, copy, sub
+from ..ops.tree import Params, axpy, copy, sub
+from ..problems.base import Problem
 
 
 @dataclass

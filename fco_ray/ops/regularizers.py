@@ -4,9 +4,9 @@ A regularizer has at most one penalty part (``l1`` or ``nuclear``, weight ``lam`
 most one constraint part (a ball {||u|| <= radius} in the ``l1``, ``l2``, ``linf`` or
 ``spectral`` norm). Only combinations with an exact prox exist as classes; ``add``
 builds them. All methods act on the trailing ``event_ndim`` axes of ``x`` and broadcast
-over the leading (client) axes; they return new arrays (see ``fco_ray.prox``).
+over the leading (client) axes; they return new arrays (see ``fco_ray.ops.prox``).
 
-A fused run (``fco_ray.fused``) stacks configurations with different weights ``lam`` on
+A fused run (``fco_ray.core.group``) stacks configurations with different weights ``lam`` on
 one leading axis: ``with_lam`` gives the regularizer one weight per row of such a stack.
 """
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import ClassVar, Mapping
 
 import numpy as np
 
-from fco_ray import prox as P
-from fco_ray.tree import per_row
+from fco_ray.ops.tree import per_row
+
+from . import prox as P
 
 FEASIBILITY_TOL = 1e-9  # ||x|| <= radius + FEASIBILITY_TOL * (1 + radius) counts as feasible
 
@@ -142,15 +143,14 @@ class Regularizer:
     def prox(self, x, t, event_ndim: int = 1) -> np.ndarray:
         """argmin_u t psi(u) + 1/2 ||u - x||^2 over the event axes (t >= 0). `t` is a number,
         or one number per row of a stack x (shape (R,), R = x.shape[0]; fused runs), as `lam`
-        may be (`with_lam`)."""
+        may be (`with_lam`). t >= 0 finite is the caller's to keep (the algorithms form it from
+        validated rates): it is not checked here, on every local step."""
         x, _ = self._check(x, event_ndim)
         rows = np.ndim(t) == 1
         if rows and (x.ndim != event_ndim + 1 or len(t) != x.shape[0]):
             raise ValueError(f"{type(self).__name__}.prox: one t per row needs {x.shape[:1]} "
                              f"values for one leading axis, got t of shape {np.shape(t)} for x "
                              f"of shape {x.shape}")
-        if not (np.all(np.isfinite(t)) and np.all(np.asarray(t) >= 0) and np.ndim(t) <= 1):
-            raise ValueError(f"{type(self).__name__}.prox: t must be a finite number >= 0, got {t!r}")
         if self.penalty is None:
             return self.project(x, event_ndim)
         radius = getattr(self, "radius", None)

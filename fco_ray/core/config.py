@@ -7,16 +7,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from .algorithms import ALGORITHMS, Hyper
+from ..algorithms import ALGORITHMS, Hyper
+from ..problems import PROBLEMS, ProblemParams
+from ..runtime.errors import ConfigError, short_repr
+from ..runtime.files import check_tracking_uri
+from ..runtime.strict import no_bool_numbers
 from .checks import check_fits
-from .errors import ConfigError, short_repr
-# re-exported; in their own light module so that the CLI reads files and reports their
-# errors before importing the algorithm and problem registries (numba, scipy)
-from .files import _ConfigLoader, apply_overrides, check_tracking_uri, load_yaml, parse_yaml  # noqa: F401
-from .problems import PROBLEMS, ProblemParams
-from .strict import no_bool_numbers
 
 
 class _Strict(BaseModel):
@@ -37,7 +43,7 @@ class RayBackendConfig(_Strict):
     chunk_size: int = Field(1024, ge=1)
     address: str | None = Field(None, description="the Ray cluster to join (host:port or "
                                 "ray://host:port); unset: $RAY_ADDRESS, else a new local "
-                                "cluster on loopback (fco_ray.cluster)")
+                                "cluster on loopback (fco_ray.backends.cluster)")
 
 
 BackendConfig = Annotated[Union[LocalBackendConfig, RayBackendConfig], Field(discriminator="name")]
@@ -59,7 +65,7 @@ class RunConfig(_Strict):
     algorithm: SerializeAsAny[Hyper]
     rounds: int = Field(100, ge=1)
     eval_every: int = Field(10, ge=1)
-    seed: int = Field(0, ge=0, lt=2**63)  # a 64-bit key part (fco_ray.random)
+    seed: int = Field(0, ge=0, lt=2**63)  # a 64-bit key part (fco_ray.ops.random)
     divergence: float | None = Field(
         1e3, gt=1, allow_inf_nan=False, description="a run whose train_loss exceeds this "
         "multiple of its round-0 value ends `diverged` (minimization problems); null: off")
@@ -106,7 +112,7 @@ def _describe(err: dict, prefix: str, model: type[BaseModel] | None) -> str:
     if err["type"] == "extra_forbidden":
         allowed = f"; allowed keys here: {sorted(holder.model_fields)}" if holder is not None else ""
         return f"unknown key {loc!r}{allowed}"
-    if err["type"] == "bool_not_number":  # fco_ray.strict: the key is in the context
+    if err["type"] == "bool_not_number":  # fco_ray.runtime.strict: the key is in the context
         return f"{'.'.join(p for p in (loc, str(err['ctx']['key'])) if p)}: {err['msg']}"
     if err["type"] == "value_error":  # our own validators: their message names the values
         message = str(err["ctx"]["error"]) if "ctx" in err else err["msg"]

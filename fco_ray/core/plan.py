@@ -1,0 +1,145 @@
+"""One preparation step: validated configurations -> groups ready to run.
+
+`prepare(configs)` is where every entry (the CLI's `run`, `fco_ray.run`, `run_grid`, a sweep's
+validation and its trials) turns configurations into work: it groups them by the one rule of
+which configurations fuse (`group_key`), builds each group's problem once, and runs the checks
+that need the problem's data (clients per round against the training clients; an algorithm
+against a custom problem's kinds). Configurations are parsed before they get here, once.
+"""
+from __future__ import annotations
+
+import json
+from contextlib import closing
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..algorithms import ALGORITHMS
+from ..backends import make_backend
+from ..problems import PROBLEMS, build_problem
+from ..problems.base import Problem
+from ..runtime.errors import ConfigError
+from .checks import check_clients, check_fits
+from .config import RunConfig
+from .engine import OnRound, RunResult, run_rounds
+from .group import Group, fusable, fuse_key, make_group
+
+#: configurations per fused group at most: bounds the stacked state and client rows
+#: (memory grows with the group size)
+MAX_GROUP = 64
+
+
+def lam_fuses(cfg: RunConfig) -> bool:
+    """Whether configurations like `cfg` may differ in `problem.lam` inside a group."""
+    return fusable(ALGORITHMS[cfg.algorithm.name], PROBLEMS[cfg.problem.name].params, "problem.lam")
+
+
+def group_key(cfg: RunConfig) -> str:
+    """Configurations with the same key run as one group: the same problem (but for a lam
+    that weighs psi alone), seed, backend and every non-real-valued setting of one fusable
+    algorithm. The one grouping rule (run_grid, sweeps)."""
+    shared = cfg.model_dump(mode="json", exclude={"algorithm", "tracking"})
+    if lam_fuses(cfg):
+        del shared["problem"]["lam"]
+    return json.dumps([shared, cfg.algorithm.name, fuse_key(cfg.algorithm)], sort_keys=True)
+
+
+def groups(configs: list[RunConfig], max_group: int = MAX_GROUP, fuse: bool = True) -> list[list[int]]:
+    """Indices of `configs` in groups (of at most `max_group`), first-seen order; a
+    configuration of an algorithm that cannot fuse (or with `fuse=False`) is alone."""
+    by_key: dict[str, list[int]] = {}
+    for i, cfg in enumerate(configs):
+        alone = not (fuse and ALGORITHMS[cfg.algorithm.name].fusable)
+        by_key.setdefault(f"alone {i}" if alone else group_key(cfg), []).append(i)
+    return [members[s:s + max_group] for members in by_key.values()
+            for s in range(0, len(members), max_group)]
+
+
+@dataclass
+class Prepared:
+    """One group's configurations with what they run on: the problem, built once and checked
+    against every member, and the group of algorithms."""
+
+    configs: list[RunConfig]
+    problem: Problem
+    lams: list[float] | None = None
+    algorithms: list = field(init=False)
+
+    def __post_init__(self):
+        self.algorithms = [ALGORITHMS[c.algorithm.name](c.algorithm) for c in self.configs]
+
+    @property
+    def first(self) -> RunConfig:
+        return self.configs[0]
+
+    def group(self) -> Group:
+        return make_group(self.algorithms, self.lams)
+
+    def run(self, on_round: OnRound | None = None, **checkpoints) -> list[RunResult]:
+        """Run the group on its backend: one RunResult per configuration (`engine.run_rounds`;
+        `checkpoints`: `start`, `checkpoint_every`, `on_checkpoint`)."""
+        cfg = self.first
+        with closing(make_backend(cfg.backend.model_dump(), self.problem)) as backend:
+            return run_rounds(self.problem, self.group(), backend, rounds=cfg.rounds,
+                              eval_every=cfg.eval_every, seed=cfg.seed, divergence=cfg.divergence,
+                              on_round=on_round, **checkpoints)
+
+    def model(self, index: int, result: RunResult) -> dict | None:
+        """Configuration `index`'s final output model as plain arrays (None if it diverged)."""
+        if result.status != "finished" or result.state is None:
+            return None
+        algorithm = self.algorithms[index]
+        return {k: np.array(v, copy=True) for k, v in algorithm.output(self.problem, result.state).items()}
+
+
+def build(cfg: RunConfig) -> Problem:
+    """The problem of `cfg` (its data read or generated), errors as ConfigError."""
+    try:
+        return build_problem(cfg.problem, cfg.seed)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def check_problem(configs: list[RunConfig], problem: Problem) -> None:
+    """The checks that need a built problem, for every configuration that runs on it."""
+    for cfg in configs:
+        if cfg.problem.name == "custom":  # a custom instance: its own kinds decide what fits
+            check_fits(cfg.algorithm.name, problem.kinds, problem.name)
+        check_clients(cfg.algorithm.clients_per_round, problem.num_clients, problem.name)
+
+
+def prepare(configs: list[RunConfig], *, problem: Problem | None = None, fuse: bool = True,
+            max_group: int = MAX_GROUP) -> list[Prepared]:
+    """The groups of `configs` ready to run, in first-seen order; each group's problem built
+    once (consecutive groups on the same problem share it) and checked. `problem`: a custom
+    instance that every configuration runs on instead of building its problem section."""
+    out: list[Prepared] = []
+    built: tuple[str, Problem] | None = None
+    for members in groups(configs, max_group, fuse):
+        chosen = [configs[i] for i in members]
+        first = chosen[0]
+        if problem is None:
+            key = json.dumps([first.problem.model_dump(mode="json"), first.seed], sort_keys=True)
+            if built is None or built[0] != key:
+                built = (key, build(first))
+            on = built[1]
+        else:
+            on = problem
+        check_problem(chosen, on)
+        lams = [c.problem.lam for c in chosen] if lam_fuses(first) else []
+        out.append(Prepared(chosen, on, lams if len(set(lams)) > 1 else None))
+    return out
+
+
+def prepare_one(cfg: RunConfig, problem: Problem | None = None) -> Prepared:
+    """A single configuration ready to run (a group of one)."""
+    (prepared,) = prepare([cfg], problem=problem, fuse=False)
+    return prepared
+
+
+def rows_callback(on_eval: Callable[[dict], None] | None) -> OnRound | None:
+    """An `on_round` that hands each member's row to `on_eval` (a single run's view)."""
+    if on_eval is None:
+        return None
+    return lambda rnd, rows, ended: [on_eval(row) for row in rows.values()]
