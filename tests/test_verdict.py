@@ -37,6 +37,15 @@ def test_no_edge_warning_points_past_a_rate_that_diverged():
     warnings = edge_warnings(data(frame, grid), {"fedmid": best_of(frame, "fedmid")})
     assert warnings == ["fedmid: the best server_lr = 1 is the smallest value searched (1 .. 3); the "
                         "optimum may lie below it: extend search.grid.algorithm.server_lr and sweep again"]
+    # divergence at the edge that the inner value shares is not this axis's doing: a client
+    # rate of 0.1 diverging at every server rate leaves the server_lr = 3 edge warning (and
+    # the best client_lr 0.01 is the smallest: warned about too)
+    shared = trials([("fedmid", 0.01, 3.0, "finished", 0.9), ("fedmid", 0.01, 1.0, "finished", 0.5),
+                     ("fedmid", 0.1, 3.0, "diverged", 0.0), ("fedmid", 0.1, 1.0, "diverged", 0.0)])
+    axes = {"algorithm.client_lr": [0.01, 0.1], "algorithm.server_lr": [1.0, 3.0]}
+    assert [w.split(";")[0] for w in edge_warnings(data(shared, axes), {"fedmid": best_of(shared, "fedmid")})] == [
+        "fedmid: the best client_lr = 0.01 is the smallest value searched (0.01 .. 0.1)",
+        "fedmid: the best server_lr = 3 is the largest value searched (1 .. 3)"]
     # the same best without any divergence: both edges are warned about
     calm = frame.assign(status="finished")
     assert len(edge_warnings(data(calm, grid), {"fedmid": best_of(calm, "fedmid")})) == 2

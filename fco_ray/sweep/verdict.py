@@ -113,8 +113,11 @@ def diverged_sentence(trials: pd.DataFrame, searched: list[str]) -> str | None:
 
 def inside_grid(best: pd.DataFrame, trials: pd.DataFrame, searched: list[str]) -> bool:
     """Whether every best configuration is bracketed on every numeric searched axis: its value
-    is neither the smallest nor the largest the algorithm ran, or the sweep saw that edge
-    value diverge (then beyond it is no better place to look: report/grid.py's rule)."""
+    is neither the smallest nor the largest the algorithm ran, or the sweep saw moving to
+    that edge diverge (then beyond it is no better place to look): the rule of the report's
+    edge warnings (`report.grid.diverges_outward`), so the two never disagree."""
+    from ..report.grid import diverges_outward
+
     for _, row in best.iterrows():
         mine = trials[trials["algorithm"] == row["algorithm"]]
         for key in searched:
@@ -123,7 +126,7 @@ def inside_grid(best: pd.DataFrame, trials: pd.DataFrame, searched: list[str]) -
             ran = sorted({v for v in mine[key].dropna() if isinstance(v, (int, float)) and not isinstance(v, bool)})
             if len(ran) < 2 or row[key] not in (ran[0], ran[-1]):
                 continue
-            if not (mine.loc[mine[key] == row[key], "status"] == "diverged").any():
+            if not diverges_outward(mine, key, ran, row[key], [k for k in searched if k in mine]):
                 return False
     return True
 
