@@ -28,7 +28,7 @@ def run(config, *, problem: Problem | None = None,
         tracking: bool | str = False, progress: bool = False, **checkpoints):
     """Run one configuration and return one row per evaluated round.
 
-    `config`: a dict, a YAML path or a RunConfig (schema: README "Configuration").
+    `config`: a dict, a YAML path or a RunConfig (schema: docs/configuration.md).
     `problem`: a custom Problem instance to use instead of building `config["problem"]`
     (then the config's problem section may be `{name: custom}` or omitted).
     `on_eval`: called with each metrics row as it is computed (e.g. to log it).

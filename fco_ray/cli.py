@@ -111,11 +111,18 @@ def cmd_sweep(args) -> int:
     outcome = run_sweep(args.file, args.set, resume=args.resume, storage=args.storage)
     name = raw.get("name", "?")
     metric, mode = (raw.get("tune") or {}).get("metric", "train_loss"), (raw.get("tune") or {}).get("mode", "min")
+    search = raw.get("search") or {}
+    searched = [*(search.get("grid") or {}), *(search.get("random") or {})]
     if not outcome.best.empty:
         print(f"best per algorithm (ranked by the final {metric}, {mode}, mean over seeds):")
-        search = raw.get("search") or {}
-        print(_table(_best_table(outcome.best, metric, [*(search.get("grid") or {}),
-                                                        *(search.get("random") or {})])))
+        print(_table(_best_table(outcome.best, metric, searched)))
+    from .sweep.verdict import verdict_lines
+    from .tracking import Store, children, trials_frame
+
+    store = Store(outcome.tracking_uri)
+    trials = trials_frame(children(store, store.client.get_run(outcome.parent_run_id)))
+    for line in verdict_lines(outcome.best, trials, metric, mode, searched, args.file):
+        print(line)
     print(f"MLflow parent run {outcome.parent_run_id} in {outcome.tracking_uri}")
     fco = _command("fco-ray")
     from .tracking import default_uri, trials_url, ui_base

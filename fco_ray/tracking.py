@@ -1,15 +1,19 @@
 """MLflow logging: single runs, and one parent run per sweep with one child run per trial.
 
-Layout (README "MLflow layout"; the sweep writes it, `fco-ray runs` and reports read it):
+Layout (docs/configuration.md; the sweep writes it, `fco-ray runs` and reports read it):
 - parent run: tags `fco.role=sweep`, `fco.sweep=<name>`, `fco.metric`, `fco.mode`; artifact
   `sweep.yaml`; at the end `fco.best.<algorithm>` (JSON config) and `best.<algorithm>.<metric>`;
 - child run per trial: tags `mlflow.parentRunId`, `fco.role=trial`, `fco.sweep`,
   `fco.trial_id`, `fco.algorithm`, `fco.status` (running, finished, diverged, stopped, error),
   `fco.retries` (reruns after the trial's process failed, if any);
   params = the trial's run config flattened to dotted keys; metrics with `step = round`;
-  when it ends, summary metrics `final.<metric>` (last finite value) and `best.<metric>`
-  (best value over the rounds, for metrics with a direction: see `direction`), so the MLflow
-  runs table has one column per summary; run name e.g. `feddualavg lr=0.01 slr=1 seed0`.
+  when it ends, two summary metrics of the ranked metric only: `best.<metric>` (its best
+  value over the rounds) and `mean.<metric>` (its mean over the evaluated rounds, the
+  tie-break of `best_per_algorithm`); a metric's final value is MLflow's own latest value of
+  its series (the runs table's column, `metrics.<metric>` in a search), so no `final.*` copy
+  is logged; run name e.g. `feddualavg lr=0.01 slr=1 seed0`. Few summaries because MLflow's
+  chart view draws each logged key as a chart in alphabetical order: one-point summaries of
+  every metric (14 of 22 keys on E1) came before the per-round curves (docs/sweeps.md).
 - experiments fco-ray creates carry the tag `mlflow.experimentKind=custom_model_development`:
   MLflow 3's UI then opens them in its model-training view (runs table, charts), not GenAI.
 
@@ -124,14 +128,16 @@ def run_url(base: str, experiment_id: str, run_id: str) -> str:
 
 def trials_url(base: str, experiment_id: str, parent_run_id: str, metric: str | None = None,
                mode: str = "min") -> str:
-    """The experiment's runs table showing one sweep's trials as rows (not folded under the
-    parent), best first by `final.<metric>`, in MLflow 3's model-training view: its UI takes
-    `workflowType` (the GenAI / Model training switch, which wins over the experiment tag)
-    and the search `searchFilter`, `orderByKey`, `orderByAsc` from the URL."""
-    query = {"workflowType": "machine_learning",
+    """One sweep's trials in MLflow 3's chart view of the experiment (`compareRunsMode=CHART`):
+    each metric's per-round curves, one line per trial (not folded under the parent run),
+    the run list beside them best first by the ranked `metric`'s final value (MLflow's latest
+    value of the series). Its UI takes `workflowType` (the GenAI / Model training switch,
+    which wins over the experiment tag), `compareRunsMode` and the search `searchFilter`,
+    `orderByKey`, `orderByAsc` from the URL."""
+    query = {"workflowType": "machine_learning", "compareRunsMode": "CHART",
              "searchFilter": f"tags.`{PARENT}` = '{parent_run_id}'"}
     if metric:
-        query.update(orderByKey=f"metrics.`final.{metric}`", orderByAsc=str(mode == "min").lower())
+        query.update(orderByKey=f"metrics.`{metric}`", orderByAsc=str(mode == "min").lower())
     return f"{base}/#/experiments/{experiment_id}/runs?" + "&".join(
         f"{k}={quote(v, safe='')}" for k, v in query.items())
 
@@ -154,11 +160,12 @@ def direction(metric: str, ranked: str | None = None, mode: str | None = None) -
 
 
 class Summary:
-    """The summary metrics of one run, from its rows: `final.<m>` (last finite value),
-    `best.<m>` (min or max over the rounds, by `direction`) and, for the ranked metric,
-    `mean.<m>`: its mean over the evaluated rounds, the area under its curve, which breaks
-    ties of the final value in favour of the configuration that got there sooner
-    (`best_per_algorithm`)."""
+    """The summaries of one run, from its rows: `final` (each metric's last finite value),
+    `best` (min or max over the rounds, by `direction`) and, for the ranked metric, its mean
+    over the evaluated rounds, the area under its curve, which breaks ties of the final value
+    in favour of the configuration that got there sooner (`best_per_algorithm`). Only the
+    ranked metric's `best.<m>` and `mean.<m>` are logged (`metrics`): see the module
+    docstring for why."""
 
     def __init__(self, ranked: str | None = None, mode: str | None = None):
         self.ranked, self.mode = ranked, mode
@@ -180,8 +187,8 @@ class Summary:
                 self.best[k] = v
 
     def metrics(self) -> dict[str, float]:
-        return {**{f"final.{k}": v for k, v in self.final.items()},
-                **{f"best.{k}": v for k, v in self.best.items()},
+        """What is logged: `best.<ranked>` and `mean.<ranked>` (none without a ranked metric)."""
+        return {**{f"best.{k}": v for k, v in self.best.items() if k == self.ranked},
                 **{f"mean.{k}": total / count for k, (total, count) in self.total.items()}}
 
 
@@ -412,7 +419,7 @@ def close_run(store: Store, run_id: str, status: str, final_round: int,
     and `params` not yet written go in the same write (one `log_batch`, then the end)."""
     rows, now = list(rows), int(time.time() * 1000)
     times = list(times) if times is not None else [now] * len(rows)
-    if summary is not None and summary.final:
+    if summary is not None and summary.metrics():
         rows, times = rows + [{"round": final_round, **summary.metrics()}], times + [now]
     store.log_rows(run_id, rows, times, params=params,
                    tags={STATUS: status, FINAL_ROUND: final_round})

@@ -254,7 +254,7 @@ def test_api_reads_yaml_safely(tmp_path):
 # --- safe defaults -------------------------------------------------------------------------
 
 REPO = Path(fco_ray.__file__).resolve().parents[1]
-DOCS = [REPO / "README.md", *REPO.glob("sweeps/*.yaml"), *REPO.glob("dashboards/*.md"),
+DOCS = [REPO / "README.md", *REPO.glob("docs/*.md"), *REPO.glob("sweeps/*.yaml"), *REPO.glob("dashboards/*.md"),
         *REPO.glob("benchmarks/*.md")]
 SOURCES = [*REPO.glob("fco_ray/**/*.py"), *REPO.glob("tests/*.py"), *REPO.glob("benchmarks/*.py"),
            *DOCS, *REPO.glob("dashboards/*.yaml"), REPO / "pyproject.toml"]

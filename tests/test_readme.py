@@ -1,4 +1,5 @@
-"""The README's Python examples run as written and print what they promise."""
+"""The Python examples of the README and of docs/problems.md (a custom problem) run as
+written and print what they promise."""
 import re
 import subprocess
 import sys
@@ -10,7 +11,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    """The README's three API examples, then the custom problem of docs/problems.md."""
+    return [*re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S),
+            *re.findall(r"```python\n(.*?)```", (REPO / "docs" / "problems.md").read_text(), re.S)]
 
 
 def test_the_readme_has_its_python_examples():

@@ -455,9 +455,9 @@ def test_real_sweep_report_matches_mlflow(real_sweep):
 
 @pytest.mark.ray
 def test_real_sweep_child_runs_carry_names_summaries_and_models(real_sweep, tmp_path):
-    """What the MLflow UI shows of each trial: a readable name, final.* / best.* summary
-    metrics (the runs table's columns), the final model as model.npz; the experiment opens
-    in the model-training view."""
+    """What the MLflow UI shows of each trial: a readable name, the ranked metric's best.* and
+    mean.* summaries (no other: the chart view stays the curves), the final model as
+    model.npz; the experiment opens in the model-training view."""
     import fco_ray
     from fco_ray.tracking import flatten
 
@@ -475,9 +475,10 @@ def test_real_sweep_child_runs_carry_names_summaries_and_models(real_sweep, tmp_
         if r.data.tags["fco.status"] == "diverged":
             assert "model.npz" not in artifacts  # no finite model to keep
             continue
-        assert r.data.metrics["final.f1"] == f1[-1] and r.data.metrics["best.f1"] == max(f1)
-        loss = [m.value for m in client.get_metric_history(r.info.run_id, "train_loss")]
-        assert r.data.metrics["best.train_loss"] == min(loss)
+        # the ranked metric's summaries only (the chart view stays the curves: docs/sweeps.md)
+        assert r.data.metrics["f1"] == f1[-1] and r.data.metrics["best.f1"] == max(f1)
+        assert r.data.metrics["mean.f1"] == pytest.approx(sum(f1) / len(f1))
+        assert {k for k in r.data.metrics if k.startswith(("final.", "best.", "mean."))} == {"best.f1", "mean.f1"}
         assert artifacts == {"model.npz"}
         config = {**REAL_SWEEP["problem"]}
         _, expected = fco_ray.run({"problem": config, "algorithm": {**REAL_SWEEP["algorithm"], "name": alg,

@@ -8,7 +8,8 @@ and live links to the runs; the MLflow UI must open the sweep's trials in its
 model-training view (not GenAI), one row per trial with its readable name, best first, and
 render the parent run with the report among its artifacts, and the compare view.
 Screenshots go to pytest's tmp_path; with FCO_RAY_UPDATE_SCREENSHOTS=1 they are also copied
-to dashboards/screenshots/ (the committed ones were made so).
+to dashboards/screenshots/ (the report) and docs/images/ (the MLflow UI; the committed ones
+were made so).
 """
 import base64
 import functools
@@ -56,12 +57,13 @@ pytestmark = [pytest.mark.slow,  # servers and a browser: minutes on a busy 2-co
                                  "(.ci/run installs it: apt-get install chromium)")]
 SERVER_START_TIMEOUT = 180  # seconds; mlflow server imports a lot (slow on a busy 2-core box)
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "dashboards" / "screenshots"
+DOC_IMAGES = Path(__file__).resolve().parents[1] / "docs" / "images"  # the MLflow UI, for docs/sweeps.md
 
 
 def keep(shot: Path, name: str) -> None:
     """Copy a screenshot into the repository when asked to (FCO_RAY_UPDATE_SCREENSHOTS=1)."""
     if os.environ.get("FCO_RAY_UPDATE_SCREENSHOTS") == "1":
-        shutil.copy(shot, SCREENSHOTS / name)
+        shutil.copy(shot, (DOC_IMAGES if name.startswith("mlflow_") else SCREENSHOTS) / name)
 
 
 def logged_sweep(uri: str) -> dict:
@@ -235,24 +237,33 @@ def test_mlflow_ui_shows_the_report_artifact(served, tmp_path):
 
 
 def test_mlflow_ui_shows_the_trials_in_the_training_view(served, tmp_path):
-    """The link fco-ray prints after a sweep (and the report's "MLflow trials"): the runs table
-    in the model-training view, every trial a row under its readable name, best first."""
+    """The link fco-ray prints after a sweep (and the report's "MLflow trials"): the sweep's
+    chart view in the model-training view: every trial in the run list under its readable
+    name, best first, and the per-round curves as charts, not buried under one-point
+    summaries (only the ranked metric's best./mean. are logged: docs/sweeps.md)."""
     base, exp = served["mlflow_url"], served["experiment"]
     wait_for(f"{base}/health", served["mlflow"], served["log"])
-    budget = "--virtual-time-budget=15000"
+    budget = "--virtual-time-budget=20000"
     # without the link's parameters MLflow 3.17 opens a fresh browser in its GenAI view
     plain = chromium(tmp_path / "plain", f"{base}/#/experiments/{exp}", budget, "--dump-dom")
     assert "Detect Issues" in plain or "Traces" in plain
     url = trials_url(base, exp, served["pid"], "f1", "max")
-    dom = chromium(tmp_path / "profile", url, budget, "--window-size=1600,1000", "--dump-dom")
+    assert "compareRunsMode=CHART" in url
+    dom = chromium(tmp_path / "profile", url, budget, "--window-size=1600,1200", "--dump-dom")
     assert "Detect Issues" not in dom and "Model training" in dom
-    assert "matching runs" in dom and "final.f1" in dom  # the runs table, sorted by final.f1
+    assert "matching runs" in dom and "Model metrics" in dom  # the chart view's metric section
+    # its charts: the toy's two curves and the ranked metric's two summaries, nothing else
+    logged = {k for r in served["client"].search_runs([exp], f"tags.`mlflow.parentRunId` = '{served['pid']}'")
+              for k in r.data.metrics}
+    assert logged == {"f1", "density", "train_loss", "best.f1", "mean.f1"}
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
+    assert re.search(r"Model metrics \( ?5 ?\)", text), text[text.find("Model metrics") - 100:][:400]
     shown = re.findall(r">((?:feddualavg|fedmid) lr=[0-9.]+ slr=[0-9.]+ seed[01])<", dom)
     assert sorted(shown) == sorted(served["names"].values())  # every trial, the parent not
     # best first: the runs with the highest final f1 (feddualavg at 0.01 / 1, both seeds)
     assert set(shown[:2]) == {"feddualavg lr=0.01 slr=1 seed0", "feddualavg lr=0.01 slr=1 seed1"}
     shot = tmp_path / "mlflow_trials.png"
-    chromium(tmp_path / "profile", url, budget, "--window-size=1600,1000", f"--screenshot={shot}")
+    chromium(tmp_path / "profile", url, budget, "--window-size=1600,1200", f"--screenshot={shot}")
     assert shot.stat().st_size > 20_000
     keep(shot, "mlflow_ui_trials.png")
 

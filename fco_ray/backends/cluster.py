@@ -110,7 +110,7 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Conne
         _check_listening(named)
         options, context = dict(JOIN_OPTIONS), contextlib.nullcontext()
         if _is_loopback(named):
-            # a cluster on this machine's loopback (see README: one cluster for many runs):
+            # a cluster on this machine's loopback (see docs/sweeps.md: one cluster for many runs):
             # this driver's node IP must be 127.0.0.1 too, or Ray waits for a raylet at the
             # machine's network address that never comes
             options["_node_ip_address"], context = LOOPBACK, _loopback_node()

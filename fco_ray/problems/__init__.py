@@ -26,7 +26,7 @@ def _positive_sizes(v):
 
 
 # The scale sigma_mu of the per-client feature shift mu_m ~ N(0, sigma_mu^2 I) of E1 / E2. The
-# FCO paper does not give it; see README "Reproducing the papers" for how it was chosen.
+# FCO paper does not give it; see docs/results.md for how it was chosen.
 SHIFT = 0.1
 SHIFT_HELP = ("client heterogeneity: std of the per-client feature shift mu_m ~ N(0, shift^2 I) "
               "(0 = IID clients)")

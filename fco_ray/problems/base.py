@@ -10,7 +10,7 @@ The composite objective is `Phi(w) = F(w) + psi(w)` with `F = (1/M) sum_m F_m`, 
 is the mean loss over client m's samples and `psi` is `self.psi` (a `Blockwise` regularizer).
 
 To write a custom problem, subclass `Problem` and implement `init_params`,
-`loss_and_grad` and (optionally) `evaluate`; see README "Custom problems". Two optional
+`loss_and_grad` and (optionally) `evaluate`; see docs/problems.md "Custom problems". Two optional
 speed hooks change no numbers beyond rounding: `composite_steps` (a compiled local loop for
 the composite family) and `metrics_stack` (the metrics of a fused group's G models at once).
 """

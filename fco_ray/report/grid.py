@@ -58,7 +58,10 @@ def searched_axes(data: SweepData) -> dict[str, list]:
 
 def edge_warnings(data: SweepData, best: dict[str, pd.DataFrame]) -> list[str]:
     """One sentence per algorithm and axis where the best configuration takes the smallest or
-    largest value the algorithm ran on a searched axis: the optimum may lie beyond it."""
+    largest value the algorithm ran on a searched axis: the optimum may lie beyond it. No
+    warning where the sweep saw that direction fail (`diverges_outward`): e.g. the best
+    client_lr is the largest, and that rate diverged with another server_lr where the next
+    smaller rate did not, so "extend the grid that way" would point at divergence."""
     warnings = []
     for axis, values in searched_axes(data).items():
         short = axis.split(".")[-1]
@@ -71,9 +74,29 @@ def edge_warnings(data: SweepData, best: dict[str, pd.DataFrame]) -> list[str]:
                 continue
             chosen = group[axis].iloc[0]
             side = "smallest" if chosen == ran[0] else "largest" if chosen == ran[-1] else None
+            if side is not None and diverges_outward(data.trials[data.trials["algorithm"] == alg], axis,
+                                                     ran, chosen, list(searched_axes(data))):
+                continue  # the sweep saw divergence going that way: never advise it
             if side is not None:
                 warnings.append(f"{alg}: the best {short} = {chosen:g} is the {side} value searched "
                                 f"({ran[0]:g} .. {ran[-1]:g}); the optimum may lie "
                                 f"{'below' if side == 'smallest' else 'above'} it: extend "
                                 f"search.grid.{axis} and sweep again")
     return warnings
+
+
+def diverges_outward(trials: pd.DataFrame, axis: str, ran: list, edge, axes: list[str]) -> bool:
+    """Whether one algorithm's trials show divergence caused by moving along `axis` to its
+    `edge` value: a trial at the edge diverged while the trial with the same other searched
+    values (and seed) one step inside on `axis` did not. Divergence at the edge that the
+    inner value shares (e.g. a client rate that diverges at every server rate) says nothing
+    about this axis."""
+    inner = ran[1] if edge == ran[0] else ran[-2]
+    others = [a for a in axes if a != axis and a in trials] + (["seed"] if "seed" in trials else [])
+    for _, bad in trials[(trials[axis] == edge) & (trials["status"] == "diverged")].iterrows():
+        same = trials[trials[axis] == inner]
+        for key in others:
+            same = same[same[key].map(str) == str(bad[key])]
+        if (same["status"] != "diverged").any():
+            return True
+    return False

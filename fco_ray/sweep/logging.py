@@ -78,7 +78,9 @@ class MLflowLogger(tune.Callback):
         open_keys = [k for k in keys if k not in self.skipped]
         self.running[trial.trial_id] = {
             "keys": keys, "labels": labels, "open": set(open_keys), "last": {},
-            "label": labels[0] + (f" (+{len(points) - 1} fused)" if len(points) > 1 else ""),
+            # a fused group is one Tune trial running len(points) configurations at once
+            "label": (f"{configs[0]['algorithm']['name']} seed{configs[0].get('seed', 0)}, "
+                      f"{len(points)} fused configurations" if len(points) > 1 else labels[0]),
             "rounds": configs[0]["rounds"], "start": None, "row": None}
         for key, config, label in zip(keys, configs, labels):
             if key in open_keys:
@@ -97,8 +99,14 @@ class MLflowLogger(tune.Callback):
         for j in ended:
             self._close(trial, j, "diverged")
         if rows:
-            self._progress(trial.trial_id, {**next(iter(rows.values())),
-                                            **{k: result[k] for k in (self.sweep.metric,) if k in result}})
+            row = {**next(iter(rows.values())),
+                   **{k: result[k] for k in (self.sweep.metric,) if k in result}}
+            if len(state["keys"]) > 1:  # a fused group: show its best member so far
+                values = [r[self.sweep.metric] for r in rows.values() if isinstance(r.get(self.sweep.metric), (int, float))]
+                row.pop(self.sweep.metric, None)
+                if values:
+                    row[f"best {self.sweep.metric}"] = max(values) if self.sweep.mode == "max" else min(values)
+            self._progress(trial.trial_id, row)
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
         # the final report of a finished trial: its artifacts (trainable.train_trial)
@@ -127,7 +135,7 @@ class MLflowLogger(tune.Callback):
         self.shown = now
         for s in self.running.values():
             if s["row"] is not None and s["row"]["round"] < s["rounds"]:
-                metric = {self.sweep.metric: s["row"][self.sweep.metric]} if self.sweep.metric in s["row"] else {}
+                metric = {k: s["row"][k] for k in (self.sweep.metric, f"best {self.sweep.metric}") if k in s["row"]}
                 self.echo("  " + progress_text(s["label"], s["row"]["round"], s["rounds"],
                                                s["now"] - s["start"][0], s["start"][1], metric))
 

@@ -93,7 +93,7 @@ def _run_locked(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, re
         store = Store(sweep.tracking_uri)
         log = SweepLog(store, sweep.experiment, sweep.name, sweep.metric, sweep.mode,
                        sweep.source, resume)
-        echo(f"sweep {sweep.name}: {sweep.num_trials()} trials; Tune state {exp_dir}; "
+        echo(f"sweep {sweep.name}: {_trials_text(sweep)}; Tune state {exp_dir}; "
              f"MLflow {store.uri} experiment {sweep.experiment!r}")
         trainable = tune.with_resources(
             tune.with_parameters(train_trial, sweep=sweep, finished=log.finished()),
@@ -175,6 +175,18 @@ def _check_resources(sweep: Sweep, connection, echo) -> None:
         if connection.started:
             raise
         echo(f"warning: {e} (Tune waits until the cluster has them)")
+
+
+def _trials_text(sweep: Sweep) -> str:
+    """How many configurations (MLflow runs, the `[k/N]` lines) and Tune trials (Tune's
+    "Number of trials") the sweep has, and why they differ when configurations are fused."""
+    configs, tune_trials = sweep.num_trials(), sweep.num_tune_trials()
+    if configs == tune_trials:
+        return f"{configs} configurations, one Tune trial each"
+    return (f"{configs} configurations in {tune_trials} Tune trials (fused: the configurations "
+            f"of one algorithm and seed that differ only in real-valued rates run as one "
+            f"stacked computation, one Tune trial; Tune's \"Number of trials\" counts those, "
+            f"the [k/{configs}] lines and MLflow count configurations)")
 
 
 def _make_storage_dir(root: Path) -> None:
