@@ -295,3 +295,75 @@ def probe_without_token(client: Host, head: Host, sockets: list, clone: Path) ->
     with_token = probe(client, clone, [f"{head.address}:6379", f"{head.address}:8265"], token=True)
     assert with_token[f"{head.address}:6379"]["grpc"]["/ray.rpc.NodeInfoGcsService/GetAllNodeInfo"] == "OK"
     assert with_token[f"{head.address}:8265"]["http"]["/api/version"] == 200
+
+
+def running_rows(db: Path) -> int:
+    """The most f1 rows of a RUNNING MLflow run (a trial under way), read from the SQLite
+    file directly (its writer, the driver on the head, keeps it open)."""
+    if not db.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(db, timeout=30)) as con:
+        try:
+            rows = con.execute("SELECT COUNT(*) FROM metrics JOIN runs USING (run_uuid) WHERE "
+                               "metrics.key = 'f1' AND runs.status = 'RUNNING' GROUP BY run_uuid").fetchall()
+        except sqlite3.OperationalError:  # tables not made yet
+            return 0
+    return max((n for (n,) in rows), default=0)
+
+
+def wait_for(what: str, condition, timeout: float, every: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def test_worker_link_cut_mid_sweep(network, tmp_path):
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    copy_repository(clone)
+    rounds, every = 2000, 50
+    sweep = write_sweep(clone, "netcut", rounds, every, checkpoint_every=250, max_failures=3)
+    db = clone / "mlflow.db"  # the README's store: the driver runs on the head, which can write it
+    with ray_head(network, clone, FAST_HEALTH_CHECKS) as head, \
+            ray_worker(network, "w1", head, clone) as w1, \
+            ray_worker(network, "w2", head, clone) as w2, \
+            network.host("client", QUIET) as client:
+        give_token(head, client)
+        script = submit_script(head, sweep, f"sqlite:///{db}", clone / "ray_results")
+        submit = client.popen(script, cwd=clone, log=tmp_path / "submit.log")
+        # mid-trial: both workers busy (the trial on one, its client actor on the other)
+        wait_for("a trial's rows", lambda: running_rows(db) >= 3 or submit.poll() is not None, 300, 0.3)
+        assert submit.poll() is None, (tmp_path / "submit.log").read_text()[-6000:]
+        w2.cut()
+        cut_at = time.monotonic()
+
+        def w2_dead():
+            nodes = state_api(client, head, "nodes", clone)
+            return any(n["node_ip"] == w2.address and n["state"] == "DEAD" for n in nodes)
+
+        wait_for("the head to declare the cut worker dead", w2_dead, 180, 2.0)
+        dead_after = time.monotonic() - cut_at
+        # the worker back: its Ray processes gave up on the cluster; start it again
+        w2.kill()
+        w2.restore()
+        start_worker(head, w2, clone)
+        submit.wait(timeout=900)
+        output = (tmp_path / "submit.log").read_text()
+        if submit.returncode != 0:  # the sweep stopped: it must say how to finish it
+            assert f"fco-ray sweep {sweep} --resume" in output, output[-6000:]
+            client.run(script + " --resume", cwd=clone, timeout=900)
+        else:
+            assert "succeeded" in output, output[-6000:]
+        actors = state_api(client, head, "actors", clone)
+    runs = assert_rows_equal_local(db, "netcut", rounds, every)
+    # what ran on the cut worker was lost and redone: a trial rerun by Tune from its
+    # checkpoint, or a client actor restarted by Ray
+    retries = sum(int(r.data.tags.get("fco.retries", 0)) for r in runs)
+    restarts = sum(a.get("num_restarts", 0) for a in actors if a["class_name"] == "ShardWorker")
+    assert retries + restarts >= 1, (retries, restarts)
+    print(f"worker declared dead {dead_after:.1f} s after the cut; trial reruns {retries}, "
+          f"actor restarts {restarts}; sweep {'went on' if submit.returncode == 0 else 'resumed'}")
