@@ -161,6 +161,14 @@ class Host:
         out = subprocess.run(["ip", "netns", "pids", self.ns], capture_output=True, text=True).stdout
         return [int(p) for p in out.split()]
 
+    def processes(self) -> list[str]:
+        """The names (comm) of the processes in this host's namespace."""
+        names = []
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+        return names
+
     def kill(self, timeout: float = 30.0) -> None:
         """SIGKILL every process in this host's namespace (again until none is left: a
         dying process's children may still be starting)."""
@@ -207,8 +215,9 @@ class Network:
     def __init__(self, root: Path | None = None):
         self.prefix = f"fco{os.getpid()}"
         self.switch = f"{self.prefix}sw"
-        # a short root: Ray's unix socket paths (/tmp/ray/session_*/sockets/...) are bound
-        # elsewhere, but the node directories stay short for readable commands
+        # each host's directory: its home, and what is bound at /tmp/ray (Ray's session
+        # and logs: kept with the test's files when `root` is given, e.g. pytest's tmp_path)
+        self.own_root = root is None  # a directory of its own, deleted at the end
         self.root = Path(root or tempfile.mkdtemp(prefix="fco-netns-"))
         self.hosts: dict[str, Host] = {}
         self._next = 1
@@ -232,4 +241,5 @@ class Network:
         for host in list(self.hosts.values()):
             host.close()
         subprocess.run(["ip", "netns", "del", self.switch], capture_output=True)
-        shutil.rmtree(self.root, ignore_errors=True)
+        if self.own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
