@@ -209,10 +209,26 @@ class Host:
         self.network.hosts.pop(self.name, None)
 
 
+def remove_stale() -> None:
+    """Delete the namespaces (and kill their processes) of networks whose test process is
+    gone (killed before its finalizers ran): names `fco<pid><host>` with no process <pid>."""
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for name in (line.split()[0] for line in listing.splitlines() if line.strip()):
+        owner = re.fullmatch(r"fco(?:probe)?(\d+)[a-z]*\d*", name)
+        if owner is None or Path(f"/proc/{owner.group(1)}").exists():
+            continue
+        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout
+        for pid in map(int, pids.split()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
 class Network:
     """A bridge in a namespace of its own (the switch); hosts are attached with `host()`."""
 
     def __init__(self, root: Path | None = None):
+        remove_stale()
         self.prefix = f"fco{os.getpid()}"
         self.switch = f"{self.prefix}sw"
         # each host's directory: its home, and what is bound at /tmp/ray (Ray's session

@@ -55,8 +55,9 @@ RATES = [0.001, 0.0003]
 #: what the page's submit line names, replaced here by this test's sweep, store and storage
 DOC_SWEEP, DOC_TRACKING, DOC_STORAGE = ("sweeps/e1_lasso_ray.yaml", "http://MLFLOW_HOST:5000",
                                         "/shared/ray_results")
-#: Ray's health checks of the nodes, faster than the default (~30-60 s to declare a lost
-#: node dead) so that the link-cut test does not wait a minute for it
+#: Ray's health checks of the nodes, faster than Ray 2.60's defaults (5 failed checks, 3 s
+#: apart, each waiting up to 10 s: about a minute to declare a lost node dead), so that the
+#: link-cut test waits ~10 s for it (set in the head's environment, where the GCS reads them)
 FAST_HEALTH_CHECKS = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
                       "RAY_health_check_failure_threshold": "5",
                       "RAY_health_check_initial_delay_ms": "1000"}
