@@ -1,5 +1,5 @@
 """MLflow writes to a local SQLite store: rollback journal (SQLite's default) vs write-ahead
-log (what fco_ray.tracking.Store sets), side by side, interleaved.
+log (what fco_ray.tracking.store.Store sets), side by side, interleaved.
 
     .venv/bin/python benchmarks/mlflow_sqlite.py [--runs 20] [--rounds 5] [--repeats 3]
 

@@ -11,7 +11,7 @@ from .core.config import RunConfig, parse_run
 from .core.plan import prepare_one, rows_callback
 from .problems.base import Problem
 from .runtime.files import load_yaml
-from .runtime.progress import Progress
+from .tracking.progress import Progress
 
 
 def resolve(config, problem: Problem | None = None) -> RunConfig:
@@ -50,7 +50,7 @@ def run(config, *, problem: Problem | None = None,
     prepared = prepare_one(cfg, problem)  # the data is read and checked before MLflow is touched
     log = None
     if tracking:
-        from .tracking import RunLog
+        from .tracking.runs import RunLog
 
         log = RunLog(cfg, tracking if isinstance(tracking, str) else None)
     shown = Progress(cfg.rounds, ["train_loss"]) if progress else None

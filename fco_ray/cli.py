@@ -117,7 +117,8 @@ def cmd_sweep(args) -> int:
         print(f"best per algorithm (ranked by the final {metric}, {mode}, mean over seeds):")
         print(_table(_best_table(outcome.best, metric, searched)))
     from .sweep.verdict import verdict_lines
-    from .tracking import Store, children, trials_frame
+    from .tracking.queries import children, trials_frame
+    from .tracking.store import Store
 
     store = Store(outcome.tracking_uri)
     trials = trials_frame(children(store, store.client.get_run(outcome.parent_run_id)))
@@ -125,7 +126,8 @@ def cmd_sweep(args) -> int:
         print(line)
     print(f"MLflow parent run {outcome.parent_run_id} in {outcome.tracking_uri}")
     fco = _command("fco-ray")
-    from .tracking import default_uri, trials_url, ui_base
+    from .tracking.links import trials_url, ui_base
+    from .tracking.store import default_uri
 
     store = "" if outcome.tracking_uri == default_uri() else f" --tracking-uri {outcome.tracking_uri}"
     _next_steps(outcome.tracking_uri,
@@ -165,7 +167,13 @@ def cmd_runs(args) -> int:
     check_sweep_key(name, "runs")
     experiment = experiment or name
     uri = _existing_store(uri)
-    from .tracking import Store, best_per_algorithm, children, find_parent, trials_frame
+    from .tracking.queries import (
+        best_per_algorithm,
+        children,
+        find_parent,
+        trials_frame,
+    )
+    from .tracking.store import Store
 
     store = Store(uri)
     exp_id = store.experiment_id(experiment, create=False)

@@ -141,7 +141,7 @@ def test_example_run_config_runs(files, capsys):
 def test_progress_lines_rate_and_eta():
     import io
 
-    from fco_ray.runtime.progress import Progress, duration
+    from fco_ray.tracking.progress import Progress, duration
 
     now = [100.0]
     stream = io.StringIO()

@@ -496,7 +496,7 @@ def test_real_sweep_child_runs_carry_names_summaries_and_models(real_sweep, tmp_
 def test_e6_trial_artifacts_hold_the_model_and_the_attack_image(tmp_path):
     import fco_ray
     from fco_ray.api import resolve
-    from fco_ray.artifacts import trial_artifacts
+    from fco_ray.tracking.artifacts import trial_artifacts
 
     config = {"problem": {"name": "adversarial", "clients": 10}, "rounds": 5, "eval_every": 5,
               "algorithm": {"name": "feddualex", "client_lr": 0.05, "clients_per_round": 5}}

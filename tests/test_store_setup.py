@@ -47,7 +47,7 @@ def test_a_local_sqlite_store_writes_ahead_and_a_network_one_is_left_alone(tmp_p
     block the writer), never one on a network file system (WAL needs shared memory)."""
     import sqlite3
 
-    from fco_ray import tracking
+    from fco_ray.tracking import store as tracking
 
     def mode(db):
         with sqlite3.connect(db) as connection:

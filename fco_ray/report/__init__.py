@@ -35,7 +35,7 @@ import pandas as pd
 
 from ..runtime.errors import ConfigError
 from ..runtime.files import path_inside
-from ..tracking import DEFAULT_UI, compare_url, run_url, trials_url, ui_base
+from ..tracking.links import DEFAULT_UI, compare_url, run_url, trials_url, ui_base
 from .dashboard import (
     Curve,
     Dashboard,

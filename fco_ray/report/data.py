@@ -21,16 +21,8 @@ from mlflow.exceptions import MlflowException
 
 from ..runtime.errors import ConfigError
 from ..runtime.files import MAX_CONFIG_BYTES, check_sweep_key, parse_yaml, read_text
-from ..tracking import (
-    ALGORITHM,
-    PARENT,
-    ROLE,
-    SWEEP,
-    Store,
-    best_per_algorithm,
-    filter_tags,
-    trials_frame,
-)
+from ..tracking.queries import best_per_algorithm, trials_frame
+from ..tracking.store import ALGORITHM, PARENT, ROLE, SWEEP, Store, filter_tags
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 # why a cell/trial has no final value, most telling first

@@ -19,8 +19,10 @@ from typing import Callable
 from ray import tune
 
 from ..core.checkpoint import FILE as STATE_FILE
-from ..runtime.progress import progress_text
-from ..tracking import Store, SweepLog, TrackingUnavailable, run_label
+from ..tracking.progress import progress_text
+from ..tracking.store import Store, TrackingUnavailable
+from ..tracking.summary import run_label
+from ..tracking.sweeps import SweepLog
 from .schema import FIXED_POINT_KEYS, Sweep
 from .trainable import member_key
 

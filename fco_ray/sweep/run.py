@@ -25,7 +25,8 @@ from ray.tune.search import BasicVariantGenerator
 from ..backends.cluster import connect, disconnect
 from ..runtime.errors import ConfigError
 from ..runtime.files import check_private_tree
-from ..tracking import Store, SweepLog, TrackingUnavailable, check_store
+from ..tracking.store import Store, TrackingUnavailable, check_store
+from ..tracking.sweeps import SweepLog
 from .logging import MLflowLogger, tune_loggers
 from .schema import Sweep, load_sweep
 from .storage import StorageFull, StorageGuard, check_room, sweep_lock

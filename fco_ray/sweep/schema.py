@@ -40,7 +40,7 @@ from ..runtime.files import (
     load_yaml,
 )
 from ..runtime.strict import no_bool_numbers
-from ..tracking import default_uri
+from ..tracking.store import default_uri
 
 FIXED_POINT_KEYS = ("algorithm.name", "seed")
 MAX_NAME = MAX_SWEEP_NAME  # characters of a sweep name

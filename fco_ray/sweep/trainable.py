@@ -5,7 +5,7 @@ A trial's configurations are validated once (`Sweep.run_config`) and prepared on
 `tune.report({...metrics, "round": r, "timesteps_total": r, "status": s})`; a diverged
 trial ends with a last report whose metric is the worst value, so it ranks last.
 A finished trial's last report carries a Tune checkpoint holding its artifacts
-(`fco_ray.artifacts`: the final model as `model.npz`, E6's attack as `attack.png`), which
+(`fco_ray.tracking.artifacts`: the final model as `model.npz`, E6's attack as `attack.png`), which
 the driver's MLflow logger attaches to the trial's run.
 
 Checkpoints: every `Sweep.checkpoint_every` rounds a report also carries the run's state
@@ -28,12 +28,12 @@ from pathlib import Path
 from ray import tune
 
 from ..algorithms import ALGORITHMS
-from ..artifacts import trial_artifacts
 from ..backends.ray_backend import STRATEGIES
 from ..core.checkpoint import FILE as SNAPSHOT_FILE
 from ..core.checkpoint import Snapshot, load_snapshot, save_snapshot
 from ..core.config import BackendConfig
 from ..core.plan import prepare
+from ..tracking.artifacts import trial_artifacts
 from .schema import FIXED_POINT_KEYS, Sweep
 
 
@@ -73,7 +73,7 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
     ended diverged (`ended`), and as the Tune metric the best of the round's values (Tune ranks
     trials; the sweep's best configurations are ranked from MLflow, one run per configuration).
     The last report carries a checkpoint with each finished configuration's artifacts
-    (`fco_ray.artifacts`: `model.npz`, E6's `attack.png`; in folder `<index>/`), which the
+    (`fco_ray.tracking.artifacts`: `model.npz`, E6's `attack.png`; in folder `<index>/`), which the
     driver's MLflow logger attaches to the configuration's run.
 
     `finished`: configurations already FINISHED in MLflow before an interruption (by key):

@@ -14,7 +14,7 @@ def trial_artifacts(cfg, model: dict, folder: Path) -> list[Path]:
     written = [Path(folder) / "model.npz"]
     np.savez(written[0], **model)
     if cfg.problem.name == "adversarial" and "delta" in model:
-        from .problems.adversarial import render_attack  # matplotlib: only for E6
+        from ..problems.adversarial import render_attack  # matplotlib: only for E6
 
         written.append(render_attack(model["delta"], Path(folder) / "attack.png"))
     return written

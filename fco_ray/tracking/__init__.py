@@ -1,0 +1,28 @@
+"""Where results go: MLflow (single runs, and one parent run per sweep with one child run per
+configuration), per-run artifacts, and progress lines in the terminal.
+
+Modules: `store` (the tracking URI, its checks, `Store`), `runs` (one run: `RunLog`),
+`sweeps` (a sweep's log from the Tune driver: `SweepLog`), `queries` (reading a sweep back),
+`summary` (best / mean summaries, run names), `links` (MLflow UI pages), `artifacts` (model.npz,
+E6's attack image), `progress` (terminal progress lines).
+
+Layout (docs/configuration.md; the sweep writes it, `fco-ray runs` and reports read it):
+- parent run: tags `fco.role=sweep`, `fco.sweep=<name>`, `fco.metric`, `fco.mode`; artifact
+  `sweep.yaml`; at the end `fco.best.<algorithm>` (JSON config) and `best.<algorithm>.<metric>`;
+- child run per trial: tags `mlflow.parentRunId`, `fco.role=trial`, `fco.sweep`,
+  `fco.trial_id`, `fco.algorithm`, `fco.status` (running, finished, diverged, stopped, error),
+  `fco.retries` (reruns after the trial's process failed, if any);
+  params = the trial's run config flattened to dotted keys; metrics with `step = round`;
+  when it ends, two summary metrics of the ranked metric only: `best.<metric>` (its best
+  value over the rounds) and `mean.<metric>` (its mean over the evaluated rounds, the
+  tie-break of `best_per_algorithm`); a metric's final value is MLflow's own latest value of
+  its series (the runs table's column, `metrics.<metric>` in a search), so no `final.*` copy
+  is logged; run name e.g. `feddualavg lr=0.01 slr=1 seed0`. Few summaries because MLflow's
+  chart view draws each logged key as a chart in alphabetical order: one-point summaries of
+  every metric (14 of 22 keys on E1) came before the per-round curves (docs/sweeps.md).
+- experiments fco-ray creates carry the tag `mlflow.experimentKind=custom_model_development`:
+  MLflow 3's UI then opens them in its model-training view (runs table, charts), not GenAI.
+
+Everything here runs in one process (the CLI or the Tune driver): SQLite stores must not be
+written by many processes at once.
+"""

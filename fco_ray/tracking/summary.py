@@ -1,0 +1,76 @@
+"""A run's summaries (best / mean of the ranked metric) and its readable name."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from .store import _finite, flatten
+
+SUMMARY_PREFIXES = ("final.", "best.", "mean.")
+
+
+SHORT_NAMES = {"algorithm.client_lr": "lr", "algorithm.server_lr": "slr"}
+
+
+# metric directions by name (substring): what "best" means for a metric that is not the
+# sweep's ranked one; metrics matching neither (density, rank, floats_up) get no best.*
+HIGHER_IS_BETTER = ("f1", "precision", "recall", "accuracy")
+
+
+LOWER_IS_BETTER = ("loss", "mse", "gap", "error", "suboptimality")
+
+
+def direction(metric: str, ranked: str | None = None, mode: str | None = None) -> str | None:
+    """"max", "min" or None (no natural best) for `metric`; the ranked metric has `mode`."""
+    if metric == ranked and mode in ("min", "max"):
+        return mode
+    if any(word in metric for word in HIGHER_IS_BETTER):
+        return "max"
+    if any(word in metric for word in LOWER_IS_BETTER):
+        return "min"
+    return None
+
+
+class Summary:
+    """The summaries of one run, from its rows: `final` (each metric's last finite value),
+    `best` (min or max over the rounds, by `direction`) and, for the ranked metric, its mean
+    over the evaluated rounds, the area under its curve, which breaks ties of the final value
+    in favour of the configuration that got there sooner (`best_per_algorithm`). Only the
+    ranked metric's `best.<m>` and `mean.<m>` are logged (`metrics`): see the module
+    docstring for why."""
+
+    def __init__(self, ranked: str | None = None, mode: str | None = None):
+        self.ranked, self.mode = ranked, mode
+        self.final: dict[str, float] = {}
+        self.best: dict[str, float] = {}
+        self.total: dict[str, list[float]] = {}  # the ranked metric: [sum, count]
+
+    def add(self, row: dict) -> None:
+        for k, v in row.items():
+            if k == "round" or not _finite(v):
+                continue
+            v = float(v)
+            self.final[k] = v
+            if k == self.ranked:
+                total = self.total.setdefault(k, [0.0, 0])
+                total[0], total[1] = total[0] + v, total[1] + 1
+            way = direction(k, self.ranked, self.mode)
+            if way is not None and (k not in self.best or (v > self.best[k] if way == "max" else v < self.best[k])):
+                self.best[k] = v
+
+    def metrics(self) -> dict[str, float]:
+        """What is logged: `best.<ranked>` and `mean.<ranked>` (none without a ranked metric)."""
+        return {**{f"best.{k}": v for k, v in self.best.items() if k == self.ranked},
+                **{f"mean.{k}": total / count for k, (total, count) in self.total.items()}}
+
+
+def run_label(config: dict, keys: Iterable[str] = ("algorithm.client_lr", "algorithm.server_lr")) -> str:
+    """A run's name in the MLflow UI: algorithm, the values of `keys` (dotted config keys;
+    client_lr as `lr`, server_lr as `slr`) and the seed, e.g. `feddualavg lr=0.01 slr=1 seed0`."""
+    flat = flatten(config)
+    parts = [str(flat.get("algorithm.name", "?"))]
+    for key in keys:
+        if key in flat and flat[key] is not None and key not in ("algorithm.name", "seed"):
+            value = flat[key]
+            text = f"{value:.3g}" if isinstance(value, float) else str(value)
+            parts.append(f"{SHORT_NAMES.get(key, key.split('.')[-1])}={text}")
+    return " ".join(parts + [f"seed{flat.get('seed', 0)}"])
