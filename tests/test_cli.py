@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from fco_ray.cli import main
-from fco_ray.tracking import Store, filter_tags
+from fco_ray.tracking.store import Store, filter_tags
 
 RUN = {"problem": {"name": "lasso", "clients": 8, "dim": 16, "support": 4, "val_clients": 2,
                    "samples_per_client": 16},

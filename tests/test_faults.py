@@ -35,7 +35,8 @@ from fco_ray.data.text_generator import generate_text_nodes  # noqa: E402
 from fco_ray.problems.text import SparseTextLogReg  # noqa: E402
 from fco_ray.sweep import SweepInterrupted, run_sweep  # noqa: E402
 from fco_ray.sweep.logging import MLflowLogger  # noqa: E402
-from fco_ray.tracking import Store, children, find_parent, trials_frame  # noqa: E402
+from fco_ray.tracking.queries import children, find_parent, trials_frame  # noqa: E402
+from fco_ray.tracking.store import Store  # noqa: E402
 
 from .helpers import run_one  # noqa: E402
 

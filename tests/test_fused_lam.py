@@ -185,7 +185,8 @@ def test_lam_variants_on_ray_actors_equal_the_local_backend(ray_cluster):
 def test_a_lam_sweep_runs_as_one_tune_trial_with_one_mlflow_child_run_each(ray_cluster, tmp_path):
     import fco_ray
     from fco_ray.sweep import run_sweep
-    from fco_ray.tracking import Store, children, find_parent, trials_frame
+    from fco_ray.tracking.queries import children, find_parent, trials_frame
+    from fco_ray.tracking.store import Store
 
     from .test_sweep import PROBLEM, STEPS, write_sweep
 

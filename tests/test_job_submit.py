@@ -101,7 +101,8 @@ def test_readme_cluster_commands_verbatim(tmp_path):
     sweep_file = next(w for w in submit.split() if w.endswith(".yaml"))
     name = yaml.safe_load((clone / sweep_file).read_text())["name"]
     assert (clone / "mlflow.db").is_file() and (clone / "ray_results" / name).is_dir()
-    from fco_ray.tracking import Store, children, find_parent
+    from fco_ray.tracking.queries import children, find_parent
+    from fco_ray.tracking.store import Store
 
     store = Store(f"sqlite:///{clone / 'mlflow.db'}")
     parent = find_parent(store, store.experiment_id(name, create=False), name)

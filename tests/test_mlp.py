@@ -8,8 +8,8 @@ import pytest
 from fco_ray.core.config import parse_problem
 from fco_ray.ops import regularizers as R
 from fco_ray.problems import build_problem
-from fco_ray.problems.logistic import check_feasible
 
+from .helpers import check_feasible
 from .test_logistic import numeric_grad, random_batch, run_checked
 
 

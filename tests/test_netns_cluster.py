@@ -175,7 +175,8 @@ def expected_run(algorithm: str, lr: float, rounds: int, eval_every: int):
 def assert_rows_equal_local(db: Path, sweep: str, rounds: int, eval_every: int) -> list:
     """Every configuration of the sweep: one FINISHED child run, every evaluated round once,
     each metric equal to the local backend's (relative 1e-12); no run twice."""
-    from fco_ray.tracking import Store, children, find_parent
+    from fco_ray.tracking.queries import children, find_parent
+    from fco_ray.tracking.store import Store
 
     store = Store(f"sqlite:///{db}")
     experiment = store.experiment_id(sweep, create=False)

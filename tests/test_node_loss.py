@@ -23,7 +23,8 @@ from ray.cluster_utils import Cluster  # noqa: E402
 import fco_ray  # noqa: E402
 from fco_ray.sweep import run_sweep  # noqa: E402
 from fco_ray.sweep.logging import MLflowLogger  # noqa: E402
-from fco_ray.tracking import Store, children, find_parent, trials_frame  # noqa: E402
+from fco_ray.tracking.queries import children, find_parent, trials_frame  # noqa: E402
+from fco_ray.tracking.store import Store  # noqa: E402
 
 LASSO = {"name": "slow_lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
          "samples_per_client": 32}

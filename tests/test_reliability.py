@@ -144,7 +144,8 @@ def test_disk_filling_during_a_sweep_stops_it_resumable(workdir, monkeypatch):
     ray = pytest.importorskip("ray")
     from fco_ray.sweep import SweepInterrupted, run_sweep
     from fco_ray.sweep import storage as storage_module
-    from fco_ray.tracking import Store, children, find_parent
+    from fco_ray.tracking.queries import children, find_parent
+    from fco_ray.tracking.store import Store
 
     storage = workdir / "small"
     _mount_tmpfs(storage, "8m")

@@ -181,7 +181,7 @@ def test_best_table_html_and_parent_artifacts(store, report):
     from html import unescape
     from urllib.parse import parse_qs, urlsplit
 
-    from fco_ray.tracking import trials_url
+    from fco_ray.tracking.links import trials_url
 
     base, exp = "http://127.0.0.1:5000", manifest["experiment_id"]
     by_alg = {alg: [store["runs"][k] for k in sorted(store["runs"]) if k[0] == alg] for alg in SWEEP["algorithms"]}
@@ -459,7 +459,7 @@ def test_real_sweep_child_runs_carry_names_summaries_and_models(real_sweep, tmp_
     mean.* summaries (no other: the chart view stays the curves), the final model as
     model.npz; the experiment opens in the model-training view."""
     import fco_ray
-    from fco_ray.tracking import flatten
+    from fco_ray.tracking.store import flatten
 
     outcome = real_sweep["outcome"]
     client = MlflowClient(tracking_uri=real_sweep["uri"])

@@ -33,14 +33,10 @@ import yaml
 
 from fco_ray.report import render_report
 from fco_ray.report.figures import PALETTE
-from fco_ray.tracking import (
-    Store,
-    SweepLog,
-    compare_url,
-    run_label,
-    run_url,
-    trials_url,
-)
+from fco_ray.tracking.links import compare_url, run_url, trials_url
+from fco_ray.tracking.store import Store
+from fco_ray.tracking.summary import run_label
+from fco_ray.tracking.sweeps import SweepLog
 from tests.test_report import (
     CLIENT_LRS,
     ROUNDS,

@@ -11,7 +11,8 @@ import time
 import pytest
 import yaml
 
-from fco_ray.tracking import Store, children, find_parent
+from fco_ray.tracking.queries import children, find_parent
+from fco_ray.tracking.store import Store
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ REPO = Path(fco_ray.__file__).resolve().parents[1]
 OPEN = """
 import sys, time
 from pathlib import Path
-from fco_ray.tracking import Store
+from fco_ray.tracking.store import Store
 db, me = Path(sys.argv[1]), sys.argv[2]
 (db.parent / f"ready-{me}").touch()
 while len(list(db.parent.glob("ready-*"))) < 2:

@@ -12,7 +12,8 @@ from fco_ray.runtime.errors import ConfigError
 from fco_ray.sweep import load_sweep, run_sweep
 from fco_ray.sweep.run import tune_config
 from fco_ray.sweep.trainable import TrialResources
-from fco_ray.tracking import Store, children, find_parent, trials_frame
+from fco_ray.tracking.queries import children, find_parent, trials_frame
+from fco_ray.tracking.store import Store
 
 PROBLEM = {"name": "lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
            "samples_per_client": 32}
@@ -103,7 +104,7 @@ def test_ties_on_the_final_value_go_to_the_rates_that_got_there_sooner():
     """Many rates reach F1 = 1: the best is the one with the larger area under its curve
     (mean over seeds of mean.f1), wherever it sits in the grid; a lower final value never
     wins on speed; without mean.* (older stores) the first tied config is kept."""
-    from fco_ray.tracking import best_per_algorithm
+    from fco_ray.tracking.queries import best_per_algorithm
 
     rows = [("0.001", 0, 1.0, 0.70), ("0.001", 1, 1.0, 0.72),   # tied, slower
             ("0.01", 0, 1.0, 0.95), ("0.01", 1, 1.0, 0.93),     # tied, sooner: chosen
