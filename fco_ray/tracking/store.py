@@ -131,6 +131,7 @@ def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+@contextlib.contextmanager
 def _setup_lock(uri: str, timeout: float = 300.0):
     """Serialize MLflow's first-time setup of an SQLite store across processes.
 
