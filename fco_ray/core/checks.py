@@ -83,6 +83,16 @@ def check_cluster_fits(trials: dict[str, list[dict]], nodes: list[float], where:
                 "lower backend.actors, backend.cpus_per_actor or tune.cpus_per_trial, or add nodes")
 
 
+def check_device(backend) -> None:
+    """A device other than the CPU (`backend.device`) must be there before anything starts
+    (no MLflow run is created for a run that cannot start): JAX importable and, for cuda,
+    a GPU it finds."""
+    if getattr(backend, "device", "cpu") != "cpu":
+        from ..backends.device.path import jax_device
+
+        jax_device(backend.device)
+
+
 def check_local_cluster(backend) -> None:
     """The ray backend's actors must fit the local cluster a run would start (no
     RAY_ADDRESS): this machine's CPUs. Else exit 2 now, not after the backend's wait for a

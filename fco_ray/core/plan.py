@@ -20,7 +20,7 @@ from ..backends import make_backend
 from ..problems import PROBLEMS, build_problem
 from ..problems.base import Problem
 from ..runtime.errors import ConfigError
-from .checks import check_clients, check_fits, check_local_cluster
+from .checks import check_clients, check_device, check_fits, check_local_cluster
 from .config import RunConfig
 from .engine import OnRound, RunResult, run_rounds
 from .group import Group, fusable, fuse_key, make_group
@@ -104,8 +104,9 @@ def build(cfg: RunConfig) -> Problem:
 def check_problem(configs: list[RunConfig], problem: Problem) -> None:
     """The checks that need a built problem, for every configuration that runs on it, and
     that its backend can be placed (a ray backend's actors on the local cluster it would
-    start: `checks.check_local_cluster`)."""
+    start, a device that is there: `checks.check_local_cluster`, `checks.check_device`)."""
     check_local_cluster(configs[0].backend)
+    check_device(configs[0].backend)
     for cfg in configs:
         if cfg.problem.name == "custom":  # a custom instance: its own kinds decide what fits
             check_fits(cfg.algorithm.name, problem.kinds, problem.name)
