@@ -83,6 +83,16 @@ def check_cluster_fits(trials: dict[str, list[dict]], nodes: list[float], where:
                 "lower backend.actors, backend.cpus_per_actor or tune.cpus_per_trial, or add nodes")
 
 
+def check_gpus_fit(gpus_per_trial: float, nodes: list[float], where: str) -> None:
+    """ConfigError unless a trial's GPU share (`tune.gpus_per_trial`) fits one node of a
+    cluster whose nodes have `nodes` GPUs (Tune would otherwise wait for it without end)."""
+    if gpus_per_trial and gpus_per_trial > max(nodes, default=0.0):
+        raise ConfigError(f"tune.gpus_per_trial: a trial needs {gpus_per_trial:g} GPU, but {where} "
+                          f"has {sum(nodes):g} GPUs ({max(nodes, default=0.0):g} at most on one node); "
+                          "run on a machine with a GPU, or use backend.device: cpu and "
+                          "tune.gpus_per_trial: 0")
+
+
 def check_local_cluster(backend) -> None:
     """The ray backend's actors must fit the local cluster a run would start (no
     RAY_ADDRESS): this machine's CPUs. Else exit 2 now, not after the backend's wait for a
