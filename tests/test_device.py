@@ -258,3 +258,35 @@ def test_e5_protocol_quick_mode_appends_and_resumes(tmp_path):
     assert "0 groups run" in again.stdout
     assert len(pd.read_csv(tmp_path / "l1_trials.csv")) == 70
     assert "| 10 | feddualex | 1 |" in (tmp_path / "l1_summary.md").read_text()
+
+
+def test_a_sweep_on_the_device_reserves_a_gpu_share_per_trial(tmp_path):
+    """tune.gpus_per_trial: trials with backend.device cuda must ask for a GPU share (a
+    fraction lets fused groups share one GPU); it goes into the trial's first bundle, and a
+    cluster without enough GPUs is refused (Tune would wait for it without end)."""
+    import yaml
+
+    from fco_ray.core.checks import check_gpus_fit
+    from fco_ray.core.config import parse_run
+    from fco_ray.runtime.errors import ConfigError
+    from fco_ray.sweep.schema import load_sweep
+    from fco_ray.sweep.trainable import trial_bundles
+
+    sweep = {"name": "gpu", "problem": {"name": "lasso", "clients": 8, "dim": 16, "support": 4,
+                                        "samples_per_client": 16, "val_clients": 2},
+             "algorithms": ["feddualavg"], "algorithm": {"clients_per_round": 4},
+             "backend": {"name": "local", "device": "cuda"}, "report": False,
+             "search": {"grid": {"algorithm.client_lr": [0.01, 0.001]}}}
+    path = tmp_path / "gpu.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    with pytest.raises(ConfigError, match="tune.gpus_per_trial: trials with backend.device cuda"):
+        load_sweep(path)
+    assert load_sweep(path, ["tune.gpus_per_trial=0.25"]).spec.tune.gpus_per_trial == 0.25
+    backend = parse_run({"problem": {"name": "lasso"}, "algorithm": {"name": "feddualavg"},
+                         "backend": {"name": "local", "device": "cuda"}}).backend
+    assert trial_bundles(backend, 1.0, 0.25) == [{"CPU": 1.0, "GPU": 0.25}]
+    assert trial_bundles(backend, 1.0) == [{"CPU": 1.0}]
+    check_gpus_fit(0.25, [1.0], "c")
+    check_gpus_fit(0.0, [], "c")
+    with pytest.raises(ConfigError, match="tune.gpus_per_trial: a trial needs 0.25 GPU, but c has 0 GPUs"):
+        check_gpus_fit(0.25, [0.0, 0.0], "c")

@@ -91,6 +91,14 @@ def check_device(backend) -> None:
         from ..backends.device.path import jax_device
 
         jax_device(backend.device)
+def check_gpus_fit(gpus_per_trial: float, nodes: list[float], where: str) -> None:
+    """ConfigError unless a trial's GPU share (`tune.gpus_per_trial`) fits one node of a
+    cluster whose nodes have `nodes` GPUs (Tune would otherwise wait for it without end)."""
+    if gpus_per_trial and gpus_per_trial > max(nodes, default=0.0):
+        raise ConfigError(f"tune.gpus_per_trial: a trial needs {gpus_per_trial:g} GPU, but {where} "
+                          f"has {sum(nodes):g} GPUs ({max(nodes, default=0.0):g} at most on one node); "
+                          "run on a machine with a GPU, or use backend.device: cpu and "
+                          "tune.gpus_per_trial: 0")
 
 
 def check_local_cluster(backend) -> None:

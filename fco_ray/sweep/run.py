@@ -154,10 +154,11 @@ def _check_resources(sweep: Sweep, connection, echo) -> None:
     may grow (an autoscaler), so there it is a warning."""
     import ray
 
-    from ..core.checks import check_cluster_fits
+    from ..core.checks import check_cluster_fits, check_gpus_fit
     from .trainable import trial_bundles
 
-    nodes = [n.get("Resources", {}).get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")]
+    alive = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    nodes, gpus = [r.get("CPU", 0.0) for r in alive], [r.get("GPU", 0.0) for r in alive]
     trials, seen = {}, set()
     for point in sweep.grid_points():  # only the backend matters: validated once per kind
         section = json.dumps(sweep.trial_config(point)["backend"], sort_keys=True, default=str)
@@ -172,6 +173,7 @@ def _check_resources(sweep: Sweep, connection, echo) -> None:
     where = "the local Ray cluster" if connection.started else f"the Ray cluster at {connection.address}"
     try:
         check_cluster_fits(trials, nodes, where)
+        check_gpus_fit(sweep.spec.tune.gpus_per_trial, gpus, where)
     except ConfigError as e:
         if connection.started:
             raise

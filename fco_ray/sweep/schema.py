@@ -153,6 +153,10 @@ class TuneSettings(_Strict):
     reduction_factor: float = Field(3.0, gt=1)
     cpus_per_trial: float = Field(1.0, gt=0, allow_inf_nan=False,
                                   description="CPUs of the trial's own process")
+    gpus_per_trial: float = Field(0.0, ge=0, le=16, allow_inf_nan=False,
+                                  description="GPUs of the trial's own process, for trials with "
+                                  "backend.device cuda; a fraction lets several trials (fused "
+                                  "groups) share one GPU, e.g. 0.25: four per GPU")
     max_failures: int = Field(2, ge=0, description="reruns of a trial whose process failed "
                               "(killed, node lost, error); each resumes from its last checkpoint")
     checkpoint_every: int | None = Field(None, ge=0, description="rounds between trial "
@@ -451,6 +455,9 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
             cfg = sweep.run_config(point)
         except ConfigError as e:
             raise ConfigError(f"{path}: trial ({point_text(point)}): {e}") from None
+        if getattr(cfg.backend, "device", "cpu") == "cuda" and not spec.tune.gpus_per_trial:
+            raise ConfigError(f"{path}: tune.gpus_per_trial: trials with backend.device cuda need "
+                              "a GPU share each (e.g. 0.25: four trials per GPU), got 0")
         # lam that weighs only psi changes no data, clients or metric names: checked once
         section = cfg.problem.model_dump(mode="json", exclude={"lam"} if cfg.problem.fusable_lam else None)
         by_problem.setdefault(json.dumps(section, sort_keys=True), []).append((point, cfg))

@@ -37,10 +37,12 @@ from ..tracking.artifacts import trial_artifacts
 from .schema import FIXED_POINT_KEYS, Sweep
 
 
-def trial_bundles(backend: BackendConfig, cpus_per_trial: float = 1.0) -> list[dict]:
-    """Placement-group bundles a trial reserves: bundle 0 for the trial process, then one
-    per Ray client actor (which the ray backend places in bundles 1..n)."""
-    bundles = [{"CPU": cpus_per_trial}]
+def trial_bundles(backend: BackendConfig, cpus_per_trial: float = 1.0,
+                  gpus_per_trial: float = 0.0) -> list[dict]:
+    """Placement-group bundles a trial reserves: bundle 0 for the trial process (with its GPU
+    share, where it runs the device path), then one per Ray client actor (which the ray
+    backend places in bundles 1..n)."""
+    bundles = [{"CPU": cpus_per_trial, **({"GPU": gpus_per_trial} if gpus_per_trial else {})}]
     if backend.name == "ray":
         bundles += [{"CPU": backend.cpus_per_actor}] * backend.actors
     return bundles
@@ -56,7 +58,8 @@ class TrialResources:
         backend = self.sweep.run_config(self.sweep.members_of(tune_config)[0]).backend
         strategy = STRATEGIES[backend.placement] if backend.name == "ray" else "PACK"
         return tune.PlacementGroupFactory(
-            trial_bundles(backend, self.sweep.spec.tune.cpus_per_trial), strategy=strategy)
+            trial_bundles(backend, self.sweep.spec.tune.cpus_per_trial,
+                          self.sweep.spec.tune.gpus_per_trial), strategy=strategy)
 
 
 def member_key(trial_id: str, index: int) -> str:
