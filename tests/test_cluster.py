@@ -288,7 +288,8 @@ def test_joins_a_cluster_on_loopback(ray_tmpdir):
     """The README's one-cluster-for-many-runs recipe: a head on 127.0.0.1, joined by
     address (the driver must take node IP 127.0.0.1 too, else Ray waits for a raylet at
     the machine's network address), and its actors run the backend's work."""
-    code = _CONNECT.replace("cluster.disconnect(c)", "from fco_ray.api import resolve\nfrom fco_ray.core.plan import build as make_problem\n"
+    code = _CONNECT.replace("cluster.disconnect(c)", "from fco_ray.api import resolve\n"
+                            "    from fco_ray.core.plan import build as make_problem\n"
                             "    from fco_ray.backends.ray_backend import RayBackend\n"
                             "    p = make_problem(resolve({'problem': {'name': 'lowrank', 'clients': 3, "
                             "'dim': 4, 'rank': 1}, 'algorithm': {'name': 'fedmid'}}))\n"

@@ -102,11 +102,8 @@ def build(cfg: RunConfig) -> Problem:
 
 
 def check_problem(configs: list[RunConfig], problem: Problem) -> None:
-    """The checks that need a built problem, for every configuration that runs on it, and
-    that its backend can be placed (a ray backend's actors on the local cluster it would
-    start, a device that is there: `checks.check_local_cluster`, `checks.check_device`)."""
-    check_local_cluster(configs[0].backend)
-    check_device(configs[0].backend)
+    """The checks that need a built problem, for every configuration that runs on it (also a
+    sweep's validation on its driver)."""
     for cfg in configs:
         if cfg.problem.name == "custom":  # a custom instance: its own kinds decide what fits
             check_fits(cfg.algorithm.name, problem.kinds, problem.name)
@@ -131,6 +128,10 @@ def prepare(configs: list[RunConfig], *, problem: Problem | None = None, fuse: b
         else:
             on = problem
         check_problem(chosen, on)
+        # where it runs, checked here, on the machine that runs it (a sweep's driver checks
+        # its cluster's resources instead: sweep.run)
+        check_local_cluster(first.backend)
+        check_device(first.backend)
         lams = [c.problem.lam for c in chosen] if lam_fuses(first) else []
         out.append(Prepared(chosen, on, lams if len(set(lams)) > 1 else None))
     return out
