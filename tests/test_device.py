@@ -158,10 +158,14 @@ def test_cuda_without_a_gpu_exits_2(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(config("feddualavg", "lasso", "cuda")))
     out = subprocess.run([sys.executable, "-m", "fco_ray", "run", str(path)], capture_output=True,
-                         text=True, env={**os.environ, "JAX_PLATFORMS": ""}, timeout=300)
+                         text=True, env={**os.environ, "JAX_PLATFORMS": ""}, timeout=300,
+                         cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert "backend.device: 'cuda' asked for, but JAX finds no GPU" in out.stderr
     assert "Traceback" not in out.stderr
+    from mlflow import MlflowClient  # the run could not start: no MLflow run was left behind
+
+    assert not MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").search_runs(["0"])
 
 
 def test_cuda_without_jax_is_a_config_error():

@@ -83,14 +83,6 @@ def check_cluster_fits(trials: dict[str, list[dict]], nodes: list[float], where:
                 "lower backend.actors, backend.cpus_per_actor or tune.cpus_per_trial, or add nodes")
 
 
-def check_device(backend) -> None:
-    """A device other than the CPU (`backend.device`) must be there before anything starts
-    (no MLflow run is created for a run that cannot start): JAX importable and, for cuda,
-    a GPU it finds."""
-    if getattr(backend, "device", "cpu") != "cpu":
-        from ..backends.device.path import jax_device
-
-        jax_device(backend.device)
 def check_gpus_fit(gpus_per_trial: float, nodes: list[float], where: str) -> None:
     """ConfigError unless a trial's GPU share (`tune.gpus_per_trial`) fits one node of a
     cluster whose nodes have `nodes` GPUs (Tune would otherwise wait for it without end)."""

@@ -20,7 +20,7 @@ from ..backends import make_backend
 from ..problems import PROBLEMS, build_problem
 from ..problems.base import Problem
 from ..runtime.errors import ConfigError
-from .checks import check_clients, check_device, check_fits, check_local_cluster
+from .checks import check_clients, check_fits, check_local_cluster
 from .config import RunConfig
 from .engine import OnRound, RunResult, run_rounds
 from .group import Group, fusable, fuse_key, make_group
@@ -129,9 +129,9 @@ def prepare(configs: list[RunConfig], *, problem: Problem | None = None, fuse: b
             on = problem
         check_problem(chosen, on)
         # where it runs, checked here, on the machine that runs it (a sweep's driver checks
-        # its cluster's resources instead: sweep.run)
+        # its cluster's resources instead: sweep.run); a device that is not there is refused
+        # when the backend is made (backends.device), before any row or MLflow run
         check_local_cluster(first.backend)
-        check_device(first.backend)
         lams = [c.problem.lam for c in chosen] if lam_fuses(first) else []
         out.append(Prepared(chosen, on, lams if len(set(lams)) > 1 else None))
     return out

@@ -38,22 +38,30 @@ def close_run(store: Store, run_id: str, status: str, final_round: int,
 class RunLog:
     """One configuration logged as one MLflow run, the way `fco-ray run` logs it: params =
     the config, a metric per column at step = round as the rows come, `fco.status`, the
-    `final.*` / `best.*` summaries, and the final model (E6: also its attack) as artifacts.
-    The store is checked before the run is created (`check_store`)."""
+    best / mean summaries, and the final model (E6: also its attack) as artifacts.
+    The store is checked at once (`check_store`); the run is created with the first row (or
+    at the end of a run without rows), so a run that cannot start (its backend or device is
+    not there) leaves no MLflow run behind."""
 
     def __init__(self, cfg, uri: str | None = None):
         uri = uri or cfg.tracking.uri or default_uri()
         check_store(uri)
         self.cfg, self.store, self.summary = cfg, Store(uri), Summary()
-        config = cfg.model_dump(mode="json")
-        self.run_id = start_single_run(self.store, config, f"{run_label(config)} {cfg.problem.name}")
+        self.run_id: str | None = None
+
+    def _start(self) -> str:
+        if self.run_id is None:
+            config = self.cfg.model_dump(mode="json")
+            self.run_id = start_single_run(self.store, config, f"{run_label(config)} {self.cfg.problem.name}")
+        return self.run_id
 
     def add(self, row: dict) -> None:
-        self.store.log_rows(self.run_id, [row])
+        self.store.log_rows(self._start(), [row])
         self.summary.add(row)
 
     def fail(self) -> None:
-        close_run(self.store, self.run_id, "error", 0)
+        if self.run_id is not None:  # a run that never started has nothing to close
+            close_run(self.store, self.run_id, "error", 0)
 
     def close(self, status: str, final_round: int, model: dict | None) -> None:
         if model is not None:  # the final model (and E6's attack image) as run artifacts
@@ -63,8 +71,8 @@ class RunLog:
 
             with tempfile.TemporaryDirectory() as tmp:
                 trial_artifacts(self.cfg, model, Path(tmp))
-                self.store.client.log_artifacts(self.run_id, tmp)
-        close_run(self.store, self.run_id, status, final_round, self.summary)
+                self.store.client.log_artifacts(self._start(), tmp)
+        close_run(self.store, self._start(), status, final_round, self.summary)
 
     def url(self) -> str:
         """The run's page in the MLflow UI."""
