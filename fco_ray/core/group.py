@@ -28,6 +28,7 @@ same floating-point operations as its run alone, so results are equal (tests: to
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 
 import numpy as np
@@ -96,43 +97,43 @@ class Group(Algorithm):
     #: one regularizer weight per member where they differ (None: the problem's own)
     lams: list[float] | None = None
 
+    @abc.abstractmethod
     def finite(self, tree) -> np.ndarray:
         """(G,) bools: whether each member's part of a state or payload is finite."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def take(self, tree, members: list[int]):
         """The given members' part of a state (members kept in that order)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def keep(self, members: list[int]) -> "Group":
         """The group of the given members only (its state: `take(state, members)`)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def member(self, tree, g: int):
         """Member g's own state, as its run alone would hold it."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def join(self, states: list):
         """One group state from single-member group states, in order."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def evaluate(self, problem: Problem, state) -> list[dict[str, float]]:
         """Each member's metrics of its output model (and of extra outputs, suffixed)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def per_member(self, floats_up: float, floats_down: float, payload) -> tuple[float, float]:
         """An exchange's communicated floats as counted for each member's own run."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def stack_payload(self, tree):
         """A payload with every array on a leading member axis (G, ...); numbers (shared by
         the members) stay numbers. For code that always works on the member axis (the device
         path)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def unstack_sums(self, sums: dict) -> dict:
         """Summed messages given as (G, ...) in the group's own layout."""
-        raise NotImplementedError
 
     def member_hyper(self, field: str) -> np.ndarray:
         """(G,) the members' values of a hyperparameter."""
