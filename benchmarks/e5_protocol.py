@@ -94,21 +94,28 @@ def summary(csv_path: Path, problem: str) -> str:
              f"From `{csv_path.name}` ({len(df)} configurations). A pair is chosen by the mean over "
              "the seeds it has of the final duality gap of the server model (left) or of the "
              "ergodic output (right; extra-step methods).", "",
-             "| K | method | seeds | pair (eta_c, eta_s) by server gap | server gap | pair by ergodic gap | ergodic gap |",
-             "|---|---|---|---|---|---|---|"]
+             "| K | method | seeds | pair (eta_c, eta_s) by server gap | server gap | density | rank "
+             "| pair by ergodic gap | ergodic gap | density (ergodic) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    extra = {"gap": ("density", "rank"), "gap_ergodic": ("density_ergodic",)}
     for (k, method), part in df.groupby(["K", "method"], sort=True):
         cells = []
         for col in ("gap", "gap_ergodic"):
+            width = 2 + len(extra[col])
             if col not in part or part[col].isna().all():
-                cells += ["", ""]
+                cells += [""] * width
                 continue
-            stats = part.groupby(["client_lr", "server_lr"])[col].agg(["mean", "std", "count"])
+            pairs = part.groupby(["client_lr", "server_lr"])
+            stats = pairs[col].agg(["mean", "std", "count"])
             stats = stats[np.isfinite(stats["mean"])]  # pairs where some seed diverged: out
             if stats.empty:
-                cells += ["none finite", ""]
+                cells += ["none finite"] + [""] * (width - 1)
                 continue
             (clr, slr), best = stats["mean"].idxmin(), stats.loc[stats["mean"].idxmin()]
             cells += [f"({clr:g}, {slr:g})", f"{best['mean']:.4g} +- {0 if np.isnan(best['std']) else best['std']:.2g} (n={int(best['count'])})"]
+            for name in extra[col]:  # the chosen pair's mean over seeds
+                value = pairs[name].mean().get((clr, slr)) if name in part else None
+                cells.append("" if value is None or np.isnan(value) else f"{value:.3g}")
         lines.append(f"| {k} | {method} | {part['seed'].nunique()} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
