@@ -90,7 +90,13 @@ class Prepared:
         if result.status != "finished" or result.state is None:
             return None
         algorithm = self.algorithms[index]
-        return {k: np.array(v, copy=True) for k, v in algorithm.output(self.problem, result.state).items()}
+        return {k: np.array(v, copy=True)
+                for k, v in algorithm.output(self.member_problem(index), result.state).items()}
+
+    def member_problem(self, index: int) -> Problem:
+        """Configuration `index`'s own problem: the group's, with the member's own lam where
+        the members differ in lam (the group's problem carries the first member's)."""
+        return self.problem if self.lams is None else self.problem.with_lam(self.lams[index])
 
 
 def build(cfg: RunConfig) -> Problem:
