@@ -12,7 +12,8 @@ jax = pytest.importorskip("jax", reason="the device path needs JAX (pip install 
 jax.config.update("jax_enable_x64", True)
 
 import fco_ray  # noqa: E402
-from fco_ray.backends.device import SUPPORTED, keys, unsupported  # noqa: E402
+from fco_ray.backends.device import supported_pairs, unsupported  # noqa: E402
+from fco_ray.rules import keys  # noqa: E402
 from fco_ray.ops import kernels  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
 from fco_ray.runtime.errors import ConfigError  # noqa: E402
@@ -88,7 +89,7 @@ def test_keyed_draws_inside_a_jitted_loop_with_a_traced_step():
 
 
 # ---- whole runs: device (JAX on CPU) equals the CPU engine -----------------------------
-@pytest.mark.parametrize("algorithm,problem", SUPPORTED)
+@pytest.mark.parametrize("algorithm,problem", supported_pairs())
 def test_run_on_the_device_equals_the_cpu_engine(algorithm, problem):
     reference = fco_ray.run(config(algorithm, problem, "cpu"))
     device = fco_ray.run(config(algorithm, problem, "jax-cpu"))
@@ -103,7 +104,7 @@ CORE = {("feddualex", "bilinear_l1"), ("feddualex", "bilinear_nuclear"), ("feddu
 
 
 @pytest.mark.parametrize("algorithm,problem", [
-    pytest.param(a, p, marks=() if (a, p) in CORE else pytest.mark.slow) for a, p in SUPPORTED])
+    pytest.param(a, p, marks=() if (a, p) in CORE else pytest.mark.slow) for a, p in supported_pairs()])
 def test_fused_group_on_the_device_equals_the_cpu_engine(algorithm, problem):
     saddle = problem.startswith("bilinear") or problem == "adversarial"
     grid = {"algorithm.client_lr": [0.3, 0.1, 0.03] if saddle else [0.05, 0.02, 0.005],
@@ -139,11 +140,19 @@ def test_cuda_equals_the_cpu_engine(algorithm, problem):
 
 # ---- errors: one line, exit code 2 ------------------------------------------------------
 def test_unsupported_pair_is_a_config_error_listing_the_pairs():
-    with pytest.raises(ConfigError, match="no device program for algorithm 'feddualavg' on problem 'adversarial'.*bilinear_l1: feddualex"):
-        fco_ray.run({"problem": {"name": "adversarial"}, "algorithm": {"name": "feddualavg"},
+    with pytest.raises(ConfigError, match="no device program for algorithm 'fedavg' on problem 'sparse_logreg'.*bilinear_l1: .*feddualex"):
+        fco_ray.run({"problem": {"name": "sparse_logreg"}, "algorithm": {"name": "fedavg"},
                      "backend": {"name": "local", "device": "jax-cpu"}})
     assert unsupported("feddualex", "bilinear_l1") is None
-    assert "batch_size" in unsupported("feddualavg", "lasso", None)
+    assert unsupported("feddualavg", "adversarial") is None  # any pair whose classes have rules
+
+
+def test_full_local_batches_on_the_device_equal_the_cpu_engine():
+    """batch_size null: every row of a client, weighted by its (unequal) size."""
+    for algorithm, problem in [("feddualavg", "lasso"), ("feddualex", "adversarial")]:
+        cfg = config(algorithm, problem, "cpu", batch_size=None)
+        reference = fco_ray.run(cfg)
+        assert_same_history(fco_ray.run({**cfg, "backend": {"name": "local", "device": "jax-cpu"}}), reference)
 
 
 def test_unknown_device_is_a_config_error():
@@ -188,9 +197,9 @@ def test_cuda_without_jax_is_a_config_error():
 
 
 def test_a_group_larger_than_the_device_memory_is_refused(monkeypatch):
-    from fco_ray.backends.device import path
+    from fco_ray.backends.device import backend
 
-    monkeypatch.setattr(path, "free_bytes", lambda dev: 1 << 20)  # a 1 MiB device
+    monkeypatch.setattr(backend, "free_bytes", lambda dev: 1 << 20)  # a 1 MiB device
     cfg = config("feddualex", "bilinear_l1", "jax-cpu")
     cfg["problem"] = {**cfg["problem"], "n": 300, "m": 600}
     with pytest.raises(ConfigError, match="needs about .* of device memory, more than the 1.0 MiB free"):
@@ -198,14 +207,12 @@ def test_a_group_larger_than_the_device_memory_is_refused(monkeypatch):
 
 
 def test_memory_estimate_grows_with_the_group():
-    from fco_ray.backends.device.path import estimate_bytes
-    from fco_ray.problems.saddle import make_bilinear_l1
+    from fco_ray.backends.device.backend import estimate_bytes
 
-    problem = make_bilinear_l1(seed=0, n=30, m=60, lam=0.1, radius=0.05, clients=10, noise=0.1)
-    small = sum(estimate_bytes("bilinear_l1", problem, 1, 10, 10, None, True).values())
-    large = sum(estimate_bytes("bilinear_l1", problem, 350, 10, 10, None, True).values())
-    # the live stacks alone: 10 copies x 10 clients x G members x 90 floats x 8 bytes
-    assert large - small == 349 * (10 * 10 * 90 * 8 + 3 * 10 * 90 * 8)
+    small = sum(estimate_bytes(1000, 90, 990, 1, 10).values())
+    large = sum(estimate_bytes(1000, 90, 990, 350, 10).values())
+    # per member: 10 clients x (6 live iterates of 90 floats + a message of 990) x 8 bytes
+    assert large - small == 349 * 10 * (6 * 90 + 990) * 8
 
 
 # ---- the engine without Ray and MLflow (the GPU machines have neither) -------------------

@@ -41,6 +41,7 @@ CLASSES = 10
 class UniversalAdversarial(SaddleProblem):
     """Multinomial logistic regression against one l1-penalized, box-constrained attack."""
 
+    rule = "fco_ray.rules.problems:adversarial"  # fco_ray.rules: on a device backend
     max_blocks = ("delta",)
 
     def loss_and_grad(self, params: Params, batch):

@@ -29,6 +29,8 @@ RANK_TOL = 1e-4  # singular values above this count towards the rank (E2)
 
 
 class LinearRegression(Problem):
+    rule = "fco_ray.rules.problems:least_squares"  # fco_ray.rules: on a device backend
+
     def loss_and_grad(self, params: Params, batch):
         xf, resid = self._residuals(params, batch["x"], batch["y"])
         wr = batch["weight"] * resid
