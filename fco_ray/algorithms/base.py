@@ -79,6 +79,9 @@ class Algorithm(abc.ABC):
     #: (hp, algorithm), or "module:Class" imported when a device backend asks for it
     #: (configuration checks never import JAX). None: it runs on the NumPy engine only.
     rule: ClassVar[type | str | None] = None
+    #: True where the rule is the only implementation (fco_ray.algorithms.rule_based): the
+    #: algorithm runs on a device backend only
+    rule_only: ClassVar[bool] = False
 
     def __init__(self, hp: Hyper):
         self.hp = hp

@@ -130,3 +130,13 @@ class LocalBackend:
 
     def close(self):
         self.states = ClientStates()
+
+
+def make_local(config, problem):
+    """The `local` backend's factory (fco_ray.backends.registry): the NumPy engine, or with a
+    device other than cpu whole rounds compiled with JAX (fco_ray/backends/device)."""
+    if config.device != "cpu":
+        from .device.backend import DeviceBackend
+
+        return DeviceBackend(problem, config.device)
+    return LocalBackend(problem, chunk_size=config.chunk_size)

@@ -99,11 +99,10 @@ def check_local_cluster(backend) -> None:
     placement group that can never be granted. (A joined cluster may grow: not checked.)"""
     from ..backends.cluster import requested_address
 
-    if backend.name != "ray" or (backend.address or requested_address()) is not None:
+    if not backend.uses_ray or (backend.address or requested_address()) is not None:
         return
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():  # this process's cluster is used as it is
         return
-    check_cluster_fits({f"backend.actors={backend.actors}, backend.cpus_per_actor="
-                        f"{backend.cpus_per_actor:g}": [{"CPU": backend.cpus_per_actor}] * backend.actors},
+    check_cluster_fits({backend.describe(): backend.actor_bundles()},
                        [float(os.cpu_count() or 1)], "the local Ray cluster (this machine)")

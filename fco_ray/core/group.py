@@ -369,10 +369,20 @@ class Stacked(Group):
         return self.server.server_update(self._problem(problem, 1), state, mean, rnd)
 
     def output(self, problem, state):
+        if self.cls.rule_only:  # the rule reads one member's state: member by member
+            return stack_states([m.output(self._own(problem, j), _member(state, j))
+                                 for j, m in enumerate(self.members)])
         return self.server.output(self._problem(problem, 1), state)
 
     def extra_outputs(self, problem, state):
+        if self.cls.rule_only:
+            outs = [m.extra_outputs(self._own(problem, j), _member(state, j)) for j, m in enumerate(self.members)]
+            return {k: stack_states([o[k] for o in outs]) for k in outs[0]}
         return self.server.extra_outputs(self._problem(problem, 1), state)
+
+    def _own(self, problem: Problem, j: int) -> Problem:
+        """Member j's problem (its own lam)."""
+        return problem if self.lams is None else problem.with_lam(self.lams[j])
 
     def extra_output_names(self):
         return self.members[0].extra_output_names()

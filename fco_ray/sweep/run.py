@@ -166,9 +166,7 @@ def _check_resources(sweep: Sweep, connection, echo) -> None:
             continue
         seen.add(section)
         backend = sweep.run_config(point).backend
-        what = (f"backend.actors={backend.actors}, backend.cpus_per_actor={backend.cpus_per_actor:g}, "
-                if backend.name == "ray" else "backend local, ")
-        trials.setdefault(what + f"tune.cpus_per_trial={sweep.spec.tune.cpus_per_trial:g}",
+        trials.setdefault(backend.describe() + f", tune.cpus_per_trial={sweep.spec.tune.cpus_per_trial:g}",
                           trial_bundles(backend, sweep.spec.tune.cpus_per_trial))
     where = "the local Ray cluster" if connection.started else f"the Ray cluster at {connection.address}"
     try:

@@ -164,8 +164,9 @@ class TuneSettings(_Strict):
                                          "default: about a tenth of the rounds")
     fuse: bool = Field(True, description="run configurations that differ only in real-valued "
                        "hyperparameters of one algorithm as one fused Tune trial (fco_ray.core.group)")
-    fuse_max: int = Field(64, ge=1, le=MAX_FUSE, description="configurations per fused trial "
-                          "at most (each member keeps its own models in the trial's memory)")
+    fuse_max: int | None = Field(None, ge=1, le=MAX_FUSE, description="configurations per fused "
+                                 "trial at most (each member keeps its own models in the trial's "
+                                 "memory); null: 64, or 1024 on a device backend")
 
 
 class SweepTracking(_Strict):

@@ -106,7 +106,8 @@ class DeviceBackend:
                 f"backend.device {self.device_name!r}: no device program for algorithm "
                 f"{algorithm.name!r} on problem {self.problem.name!r}; supported pairs: "
                 f"{supported_text()} (or backend.device: cpu)")
-        key = (type(algorithm), repr(algorithm.hp.model_dump(exclude=set(group.varying))))
+        shared = {f: v for f, v in algorithm.hp.model_dump().items() if not isinstance(v, float)}
+        key = (type(algorithm), repr(sorted(shared.items())))  # real values come as arrays
         if key not in self.compiled:
             from ...rules.rounds import compile_rounds
 
@@ -148,10 +149,7 @@ class DeviceBackend:
             weights.append(_pad(np.stack([group.client_weights(self.problem, drawn[s]) for s in seeds]), size))
         rows, weights = np.stack(rows), np.stack(weights)  # (R, G, C)
         self._check_memory(group, problem_rule, state, rows.shape[-1])
-        lam = group.lams if group.lams is not None else [problem_rule.lam] * g
-        hyper = {"client_lr": group.member_hyper("client_lr"), "server_lr": _server_lrs(group),
-                 "lam": np.asarray(lam, float), "seed": np.asarray(seeds, np.uint64)}
-        hyper = {k: _pad(np.asarray(v), size) for k, v in hyper.items()}
+        hyper = {k: _pad(v, size) for k, v in member_hyper(group, problem_rule, seeds).items()}
         members = to_members(group, state)
         members = {k: _pad_tree(v, size) for k, v in members.items()}
         alive = np.arange(size) < g
@@ -181,10 +179,20 @@ class DeviceBackend:
         return float(count(message) * clients), float(count(payload) * clients)
 
 
-def _server_lrs(group) -> np.ndarray:
-    if "server_lr" in type(group.hp).model_fields:
-        return group.member_hyper("server_lr")
-    return np.ones(group.size)
+def real_fields(hp) -> list[str]:
+    """The real-valued hyperparameters of a Hyper model (those that may differ in a group)."""
+    return [f for f, info in type(hp).model_fields.items() if info.annotation in (float, float | None)]
+
+
+def member_hyper(group, problem_rule, seeds: list[int]) -> dict[str, np.ndarray]:
+    """The `hyper` of the members' rules: every real-valued hyperparameter (one value per
+    member, whether or not it varies: a rule reads them all from here), psi's weight `lam`
+    (each member's own) and the seed."""
+    fields = real_fields(group.hp)
+    hyper = {f: np.array([np.nan if getattr(m.hp, f) is None else getattr(m.hp, f) for m in group.members],
+                         float) for f in fields}
+    lams = group.lams if group.lams is not None else [problem_rule.lam] * group.size
+    return {**hyper, "lam": np.asarray(lams, float), "seed": np.asarray(seeds, np.uint64)}
 
 
 def _pad_tree(tree, size: int):
