@@ -138,5 +138,5 @@ def make_local(config, problem):
     if config.device != "cpu":
         from .device.backend import DeviceBackend
 
-        return DeviceBackend(problem, config.device)
+        return DeviceBackend(problem, config.device, config.nuclear_route)
     return LocalBackend(problem, chunk_size=config.chunk_size)

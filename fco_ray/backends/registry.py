@@ -51,6 +51,10 @@ class LocalBackendConfig(BackendSettings):
         "cpu", description="where the client work runs: cpu (NumPy), cuda (whole rounds compiled "
         "with JAX on a GPU, the '[gpu]' extra) or jax-cpu (the same programs on JAX's CPU "
         "platform: the CI check of the device code); fco_ray.backends.device")
+    nuclear_route: Literal["householder", "gram"] = Field(
+        "householder", description="how a device computes the nuclear prox of a thin matrix: "
+        "householder (QR by reflections, then a small SVD) or gram (eigenvalues of X^T X: "
+        "faster on a GPU, squares the singular values); fco_ray.rules.psi")
 
     @property
     def compiles_rounds(self) -> bool:

@@ -82,6 +82,12 @@ class Blockwise:
         self.problem, self.lam = problem, psi_lam(problem.psi)
         self.blocks = {b: blocks.get(b, Block(None)) for b in problem.shapes}
 
+    def with_route(self, route: str) -> "Blockwise":
+        """This rule with the nuclear prox computed by `route` (`psi.ROUTES`)."""
+        for block in self.blocks.values():
+            block.route = route
+        return self
+
     def prox(self, params, t, lam):
         return {b: self.blocks[b].prox(x, t * lam) for b, x in params.items()}
 

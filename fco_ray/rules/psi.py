@@ -48,11 +48,19 @@ def householder_r(x):
     return jnp.triu(lax.fori_loop(0, p, reflect, x)[..., :p, :])
 
 
+#: how the nuclear prox finds the singular values and right vectors of a thin matrix
+ROUTES = ("householder", "gram")
+
+
 def spectral_map(x, f, route: str = "householder"):
     """(U diag(f(s)) V^T, s) for the thin SVD of x (m, p), with f(0) = 0 and f(s) <= s.
 
     "householder": R of x = QR by reflections, the small p x p SVD R = U s V^T, and the
     result x V diag(f(s) / s) V^T (Q never formed; f(s) <= s loses no precision).
+    "gram": the eigendecomposition x^T x = V diag(s^2) V^T, then the same x V diag(f(s) / s) V^T:
+    one small p x p solve instead of p reflections, but squaring the singular values loses
+    the small ones' precision (a singular value below ~1e-8 s_max is noise; the prox sets
+    those below its threshold to zero anyway).
     "qr": the library's QR, then (Q U) f(s) V^T (for f(s) > s, e.g. the polar factor)."""
     m, p = x.shape[-2:]
     if m < p:  # the transpose's map, transposed (f acts on the same singular values)
@@ -62,17 +70,22 @@ def spectral_map(x, f, route: str = "householder"):
         q, r = jnp.linalg.qr(x)
         u, s, vh = jnp.linalg.svd(r, full_matrices=False)
         return ((q @ u) * f(s)[..., None, :]) @ vh, s
-    _, s, vh = jnp.linalg.svd(householder_r(x), full_matrices=False)
+    if route == "gram":
+        eig, v = jnp.linalg.eigh(jnp.swapaxes(x, -1, -2) @ x)
+        s = jnp.sqrt(jnp.maximum(eig, 0.0))
+        vh = jnp.swapaxes(v, -1, -2)
+    else:
+        _, s, vh = jnp.linalg.svd(householder_r(x), full_matrices=False)
     fs = f(s)
     ratio = jnp.where(s > 0, fs / jnp.where(s > 0, s, 1.0), 0.0)
     v = jnp.swapaxes(vh, -1, -2)
     return x @ ((v * ratio[..., None, :]) @ vh), s
 
 
-def nuclear_ball(x, tau, radius):
+def nuclear_ball(x, tau, radius, route: str = "householder"):
     """U diag(min(max(s - tau, 0), radius)) V^T; with tau = 0 a matrix already inside the
     ball comes back unchanged (`prox.prox_nuclear`), so prox_0 is the identity."""
-    out, s = spectral_map(x, lambda s: jnp.minimum(jnp.maximum(s - tau, 0.0), radius))
+    out, s = spectral_map(x, lambda s: jnp.minimum(jnp.maximum(s - tau, 0.0), radius), route)
     inside = (tau == 0) & (jnp.max(s) <= radius)
     return jnp.where(inside, x, out)
 
@@ -89,8 +102,10 @@ class Block:
     `radius` (inf: none), the box or (`spectral`) the spectral ball: the pairs with an exact
     prox are l1 + box and nuclear + spectral ball."""
 
-    def __init__(self, penalty: str | None, radius: float = float("inf"), spectral: bool = False):
+    def __init__(self, penalty: str | None, radius: float = float("inf"), spectral: bool = False,
+                 route: str = "householder"):
         self.penalty, self.radius, self.spectral = penalty, radius, spectral or penalty == "nuclear"
+        self.route = route  # of the nuclear prox (ROUTES)
 
     def prox(self, x, tau):
         """prox_{psi} at threshold tau = t * lam."""
@@ -98,13 +113,13 @@ class Block:
             return self.project(x)
         if self.penalty == "l1":
             return l1_box(x, tau, self.radius)
-        return nuclear_ball(x, tau, self.radius)
+        return nuclear_ball(x, tau, self.radius, self.route)
 
     def project(self, x):
         if self.radius == float("inf"):
             return x
         if self.spectral:
-            return nuclear_ball(x, 0.0, self.radius)
+            return nuclear_ball(x, 0.0, self.radius, self.route)
         return jnp.clip(x, -self.radius, self.radius)
 
     def subgradient(self, x, lam):

@@ -78,8 +78,9 @@ class DeviceBackend:
 
     name = "device"
 
-    def __init__(self, problem, device: str):
+    def __init__(self, problem, device: str, nuclear_route: str = "householder"):
         self.jax = _jax()
+        self.nuclear_route = nuclear_route
         self.device = jax_device(device)
         self.device_name = device
         self.problem = problem
@@ -101,6 +102,8 @@ class DeviceBackend:
         algorithm = group.members[0]
         rule = algorithm.make_rule()
         problem_rule = self.problem.make_rule(getattr(algorithm.hp, "batch_size", None))
+        if problem_rule is not None and hasattr(problem_rule, "with_route"):
+            problem_rule = problem_rule.with_route(self.nuclear_route)
         if rule is None or problem_rule is None:
             raise ConfigError(
                 f"backend.device {self.device_name!r}: no device program for algorithm "
