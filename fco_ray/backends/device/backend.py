@@ -87,6 +87,7 @@ class DeviceBackend:
         self.data = None  # the problem's arrays on the device, from the first round
         self.compiled: dict = {}  # (algorithm class, shared hyperparameters) -> programs
         self.checked: set = set()
+        self.floats: dict = {}  # (program, clients per round) -> floats up, down per member
 
     def start_run(self) -> None:
         pass
@@ -98,7 +99,8 @@ class DeviceBackend:
         return self.jax.device_put(tree, self.device)
 
     # ---- the rules of a group ------------------------------------------------------------
-    def _rules(self, group):
+    def _rules(self, group, shared: bool):
+        """(rule, problem rule, compiled rounds) of `group`; `shared`: its members share the seed."""
         algorithm = group.members[0]
         rule = algorithm.make_rule()
         problem_rule = self.problem.make_rule(getattr(algorithm.hp, "batch_size", None))
@@ -109,14 +111,14 @@ class DeviceBackend:
                 f"backend.device {self.device_name!r}: no device program for algorithm "
                 f"{algorithm.name!r} on problem {self.problem.name!r}; supported pairs: "
                 f"{supported_text()} (or backend.device: cpu)")
-        shared = {f: v for f, v in algorithm.hp.model_dump().items() if not isinstance(v, float)}
-        key = (type(algorithm), repr(sorted(shared.items())))  # real values come as arrays
+        shared_hp = {f: v for f, v in algorithm.hp.model_dump().items() if not isinstance(v, float)}
+        key = (type(algorithm), repr(sorted(shared_hp.items())), shared)  # real values come as arrays
         if key not in self.compiled:
             from ...rules.rounds import compile_rounds
 
             if self.data is None:
                 self.data = self.put({k: np.asarray(v) for k, v in problem_rule.arrays().items()})
-            self.compiled[key] = (rule, problem_rule, compile_rounds(rule, problem_rule))
+            self.compiled[key] = (rule, problem_rule, compile_rounds(rule, problem_rule, shared))
         return self.compiled[key]
 
     def _check_memory(self, group, problem_rule, state, clients: int) -> None:
@@ -142,27 +144,36 @@ class DeviceBackend:
         """Rounds start..stop-1 of `group` from `state` (the group's layout); `seeds`: one per
         member. Returns (state, positions of the members that stopped, with the state they
         stopped at inside the returned state)."""
-        rule, problem_rule, run = self._rules(group)
+        shared = len(set(seeds)) == 1
+        rule, problem_rule, run = self._rules(group, shared)
         g = group.size
         size = 1 << max(0, (g - 1).bit_length())  # padded: fewer compilations as members leave
         rows, weights = [], []
         for rnd in range(start, stop):
             drawn = {s: group.select_clients(s, rnd, self.problem.num_clients) for s in set(seeds)}
-            rows.append(_pad(np.stack([drawn[s] for s in seeds]), size))
-            weights.append(_pad(np.stack([group.client_weights(self.problem, drawn[s]) for s in seeds]), size))
+            rows.append(np.stack([drawn[s] for s in seeds]))
+            weights.append(np.stack([group.client_weights(self.problem, drawn[s]) for s in seeds]))
         rows, weights = np.stack(rows), np.stack(weights)  # (R, G, C)
         self._check_memory(group, problem_rule, state, rows.shape[-1])
         hyper = {k: _pad(v, size) for k, v in member_hyper(group, problem_rule, seeds).items()}
-        members = to_members(group, state)
-        members = {k: _pad_tree(v, size) for k, v in members.items()}
+        seed = hyper.pop("seed")
+        if shared:  # one seed, one draw of clients for every member
+            seed, rows, weights = seed[0], rows[:, 0], weights[:, 0]
+        else:
+            rows, weights = _pad(rows.swapaxes(0, 1), size).swapaxes(0, 1), _pad(weights.swapaxes(0, 1), size).swapaxes(0, 1)
+        members = {k: _pad_tree(v, size) for k, v in to_members(group, state).items()}
         alive = np.arange(size) < g
         out_state, _, stopped = run(self.put(members), self.put(alive), self.put(np.full(size, -1)),
-                                    self.put(hyper), self.data, self.put(rows.astype(np.int64)),
-                                    self.put(weights.astype(np.float64)),
+                                    self.put(hyper), self.put(seed), self.data,
+                                    self.put(rows.astype(np.int64)), self.put(weights.astype(np.float64)),
                                     self.put(np.arange(start, stop, dtype=np.int64)))
         out_state = self.jax.tree_util.tree_map(lambda v: np.asarray(v)[:g], out_state)
         stopped = np.asarray(stopped)[:g]
-        floats = self._floats(rule, problem_rule, members, hyper, rows.shape[-1])
+        floats_key = (id(run), rows.shape[-1])
+        if floats_key not in self.floats:  # shapes only: once per program and clients per round
+            self.floats[floats_key] = self._floats(rule, problem_rule, members, {**hyper, "seed": np.zeros(size, np.uint64)},
+                                                   rows.shape[-1])
+        floats = self.floats[floats_key]
         return (from_members(group, out_state, state), [int(j) for j in np.flatnonzero(stopped >= 0)],
                 floats)
 
