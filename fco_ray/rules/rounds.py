@@ -34,32 +34,42 @@ def compile_rounds(rule, problem, shared: bool):
     minibatch is drawn and gathered once per step for all members, and `jax.vmap` turns the
     members' products with it into one matrix product (what a hand-written group step does)."""
 
-    def member_round(state, alive, hyper, seed, data, rows, weights, rnd):
-        payload = rule.broadcast(state)
+    member = None if shared else 0  # the axis of the seed and the sampled clients
+
+    def client(payload, hyper, seed, row, data, rnd):  # one member, one client
+        size = data["sizes"][row] if "sizes" in data else jnp.int64(0)
+        offset = data["offsets"][row] if "offsets" in data else jnp.int64(0)
+        me = Client(seed, rnd.astype(jnp.uint64), row.astype(jnp.uint64), size, offset)
+        return rule.client(problem, data, payload, {**hyper, "seed": seed}, me)
+
+    # clients outside, members inside: a client's rows, drawn once where the members share
+    # the seed, meet all members' models at once (messages (C, G, ...))
+    clients = jax.vmap(jax.vmap(client, in_axes=(0, 0, member, member, None, None)),
+                       in_axes=(None, None, None, 0 if shared else 1, None, None))
+
+    def server(state, alive, payload, mean, hyper, seed):  # one member
         ok = alive & _finite(payload)
-        own = {**hyper, "seed": seed}
+        new = rule.server(problem, state, mean, {**hyper, "seed": seed})
+        return jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), new, state), ok
 
-        def client(row):
-            size = data["sizes"][row] if "sizes" in data else jnp.int64(0)
-            offset = data["offsets"][row] if "offsets" in data else jnp.int64(0)
-            me = Client(seed, rnd.astype(jnp.uint64), row.astype(jnp.uint64), size, offset)
-            return rule.client(problem, data, payload, own, me)
+    servers = jax.vmap(server, in_axes=(0, 0, 0, 0, 0, member))
 
-        messages = jax.vmap(client)(rows)
-        total = weights.sum()
-        mean = {k: jnp.tensordot(weights, m, axes=1) / total for k, m in messages.items()}
-        new = rule.server(problem, state, mean, own)
-        keep = lambda n, o: jnp.where(ok, n, o)  # noqa: E731
-        return jax.tree_util.tree_map(keep, new, state), ok
-
-    per_member = None if shared else 0
-    members = jax.vmap(member_round, in_axes=(0, 0, 0, per_member, None, per_member, per_member, None))
+    def one_round(state, alive, hyper, seed, data, rows, weights, rnd):
+        payload = jax.vmap(rule.broadcast)(state)
+        messages = clients(payload, hyper, seed, rows, data, rnd)
+        if shared:  # weights (C,): one weighted sum over clients for every member
+            mean = {k: jnp.tensordot(weights, m, axes=1) / weights.sum() for k, m in messages.items()}
+        else:  # weights (G, C): each member its own clients' weights
+            total = weights.sum(axis=1)
+            mean = {k: jnp.einsum("gc,cg...->g...", weights, m) / total.reshape((-1,) + (1,) * (m.ndim - 2))
+                    for k, m in messages.items()}
+        return servers(state, alive, payload, mean, hyper, seed)
 
     def run(state, alive, stopped, hyper, seed, data, rows, weights, rounds):
         def body(carry, xs):
             state, alive, stopped = carry
             rows_r, weights_r, rnd = xs
-            state, ok = members(state, alive, hyper, seed, data, rows_r, weights_r, rnd)
+            state, ok = one_round(state, alive, hyper, seed, data, rows_r, weights_r, rnd)
             return (state, ok, jnp.where(alive & ~ok, rnd, stopped)), None
 
         carry, _ = lax.scan(body, (state, alive, stopped), (rows, weights, rounds))
