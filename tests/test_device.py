@@ -12,7 +12,8 @@ jax = pytest.importorskip("jax", reason="the device path needs JAX (pip install 
 jax.config.update("jax_enable_x64", True)
 
 import fco_ray  # noqa: E402
-from fco_ray.backends.device import supported_pairs, unsupported  # noqa: E402
+from fco_ray.core.checks import device_pairs as supported_pairs  # noqa: E402
+from fco_ray.core.checks import no_device_program as unsupported  # noqa: E402
 from fco_ray.rules import keys  # noqa: E402
 from fco_ray.ops import kernels  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402

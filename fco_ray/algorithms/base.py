@@ -45,6 +45,11 @@ class Hyper(BaseModel):
 
     name: str
     clients_per_round: int | None = Field(10, ge=1, description="None = all clients")
+
+    @classmethod
+    def real_fields(cls) -> list[str]:
+        """The real-valued hyperparameters (those that may differ inside a group)."""
+        return [f for f, info in cls.model_fields.items() if info.annotation in (float, float | None)]
     weighting: Literal["uniform", "samples"] = "uniform"
 
 

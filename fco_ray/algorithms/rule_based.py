@@ -29,13 +29,11 @@ class RuleAlgorithm(Algorithm):
     rule_only: ClassVar[bool] = True
 
     def _hyper(self, problem) -> tuple:
-        from ..backends.device.backend import real_fields
-
         rule_problem = problem.make_rule(getattr(self.hp, "batch_size", None))
         if rule_problem is None:
             raise TypeError(f"problem {problem.name!r} declares no rule: algorithm {self.name!r} "
                             "is written as a rule and needs one (Problem.rule)")
-        hyper = {f: np.float64(getattr(self.hp, f)) for f in real_fields(self.hp)}
+        hyper = {f: np.float64(getattr(self.hp, f)) for f in self.hp.real_fields()}
         return rule_problem, {**hyper, "lam": np.float64(rule_problem.lam)}
 
     def server_init(self, problem, params0):

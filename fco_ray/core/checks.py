@@ -106,3 +106,29 @@ def check_local_cluster(backend) -> None:
         return
     check_cluster_fits({backend.describe(): backend.actor_bundles()},
                        [float(os.cpu_count() or 1)], "the local Ray cluster (this machine)")
+
+
+def device_pairs() -> list[tuple[str, str]]:
+    """(algorithm, problem) names that run on a device backend: both classes declare a rule
+    (`Algorithm.rule`, `Problem.rule`; fco_ray/rules) and they fit each other."""
+    from ..algorithms import ALGORITHMS
+    from ..problems import PROBLEMS
+
+    problems = {name: spec.params.problem_class for name, spec in PROBLEMS.items()}
+    return [(a, p) for p, pc in problems.items() if pc.has_rule()
+            for a, ac in sorted(ALGORITHMS.items()) if ac.has_rule() and ac.supports & pc.kinds]
+
+
+def device_pairs_text() -> str:
+    by_problem: dict[str, list[str]] = {}
+    for a, p in device_pairs():
+        by_problem.setdefault(p, []).append(a)
+    return "; ".join(f"{p}: {', '.join(a)}" for p, a in by_problem.items())
+
+
+def no_device_program(algorithm: str, problem: str) -> str | None:
+    """Why (algorithm, problem) does not run on a device backend, or None if it does."""
+    if (algorithm, problem) not in device_pairs():
+        return (f"no device program for algorithm {algorithm!r} on problem {problem!r}; "
+                f"supported pairs: {device_pairs_text()} (or backend.device: cpu)")
+    return None

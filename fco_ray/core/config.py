@@ -72,10 +72,9 @@ class RunConfig(_Strict):
                              "(this CPU) or device: cuda")
         if getattr(self.backend, "device", "cpu") != "cpu" and self.problem.name != "custom":
             # (a custom instance's rule is asked for where the backend is made)
-            from ..backends.device import unsupported
+            from .checks import no_device_program
 
-            why = unsupported(self.algorithm.name, self.problem.name,
-                              getattr(self.algorithm, "batch_size", 0))
+            why = no_device_program(self.algorithm.name, self.problem.name)
             if why is not None:
                 raise ValueError(f"backend.device: {why}")
         return self

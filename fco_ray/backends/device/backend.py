@@ -18,7 +18,7 @@ import numpy as np
 
 from ...runtime.errors import ConfigError
 from ...runtime.limits import available_bytes, human
-from . import DEVICES, supported_text
+from . import DEVICES
 
 INSTALL = "install the GPU extra: pip install -e '.[gpu]'"
 
@@ -109,8 +109,8 @@ class DeviceBackend:
         if rule is None or problem_rule is None:
             raise ConfigError(
                 f"backend.device {self.device_name!r}: no device program for algorithm "
-                f"{algorithm.name!r} on problem {self.problem.name!r}; supported pairs: "
-                f"{supported_text()} (or backend.device: cpu)")
+                f"{algorithm.name!r} on problem {self.problem.name!r} (it needs a rule of both: "
+                "Algorithm.rule, Problem.rule; docs/custom_rules.md), or use backend.device: cpu")
         shared_hp = {f: v for f, v in algorithm.hp.model_dump().items() if not isinstance(v, float)}
         key = (type(algorithm), repr(sorted(shared_hp.items())), shared)  # real values come as arrays
         if key not in self.compiled:
@@ -193,16 +193,11 @@ class DeviceBackend:
         return float(count(message) * clients), float(count(payload) * clients)
 
 
-def real_fields(hp) -> list[str]:
-    """The real-valued hyperparameters of a Hyper model (those that may differ in a group)."""
-    return [f for f, info in type(hp).model_fields.items() if info.annotation in (float, float | None)]
-
-
 def member_hyper(group, problem_rule, seeds: list[int]) -> dict[str, np.ndarray]:
     """The `hyper` of the members' rules: every real-valued hyperparameter (one value per
     member, whether or not it varies: a rule reads them all from here), psi's weight `lam`
     (each member's own) and the seed."""
-    fields = real_fields(group.hp)
+    fields = group.hp.real_fields()
     hyper = {f: np.array([np.nan if getattr(m.hp, f) is None else getattr(m.hp, f) for m in group.members],
                          float) for f in fields}
     lams = group.lams if group.lams is not None else [problem_rule.lam] * group.size
