@@ -63,7 +63,7 @@ def plan(sweep: dict, only: dict[str, list[float]],
 def run_all(args, sweep: dict, runs: list, done: set) -> None:
     """Run the planned runs not yet in `args.out`: per (algorithm, twin) the step sizes as
     ONE fused group (`fco_ray.core.engine.run_rounds`: one pass over each node's data per exchange
-    for every step size; each member's rows equal its own run, tests/test_svrg_fused.py).
+    for every step size; each member's rows equal its own run, tests/engine/test_svrg_fused.py).
     Member rows go to `<out>.progress` as they come (a cut run can still be reported);
     a finished group appends one "run" line per member to `args.out`."""
     from fco_ray.algorithms import ALGORITHMS

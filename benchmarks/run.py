@@ -47,7 +47,7 @@ from fco_ray.ops.random import Key, generator, sample_clients  # noqa: E402
 from fco_ray.problems import PROBLEMS  # noqa: E402
 
 E1_ALGORITHMS = ["fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp"]
-# stable rates (tests/test_claims.py); a diverged run stops early and is refused below
+# stable rates (tests/engine/test_claims.py); a diverged run stops early and is refused below
 E1_RATES = {"client_lr": 1e-3, "server_lr": 1.0}
 E2_RATES = {"client_lr": 1e-3, "server_lr": 5.0}
 GiB = 2**30

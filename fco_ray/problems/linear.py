@@ -65,7 +65,7 @@ class LinearRegression(Problem):
         """The composite family's K local steps in one compiled call per block of clients
         (`kernels.least_squares_steps`) where psi is an l1 penalty (or zero) on `w` alone
         and the steps use minibatches; a fused group's members share each minibatch. Same
-        numbers as the step-by-step loop up to rounding (tests/test_compiled_steps.py)."""
+        numbers as the step-by-step loop up to rounding (tests/engine/test_compiled_steps.py)."""
         lam = _l1_weight(self.psi)  # a number, or one per row (a fused group's lam)
         if batch_size is None or lam is None or self._overrides("grad", "loss_and_grad"):
             return None

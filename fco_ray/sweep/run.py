@@ -113,7 +113,7 @@ def _run_locked(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, re
                                    # state of the trial's models): with num_to_keep=1 Tune
                                    # deletes the previous one before its experiment state
                                    # stops naming it, and a sweep killed in between could
-                                   # not resume (tests/test_resume.py, under load)
+                                   # not resume (tests/ray/test_resume.py, under load)
                                    checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
                                    failure_config=tune.FailureConfig(
                                        max_failures=sweep.spec.tune.max_failures)))
