@@ -18,7 +18,6 @@ import math
 import numpy as np
 
 from ..data.stores import ClientData
-from ..ops import kernels
 from ..ops import regularizers as R
 from ..ops.random import BATCH
 from ..ops.tree import Params
@@ -52,6 +51,8 @@ class LinearRegression(Problem):
             gw, gb = self._group_grad(params, key, ids[::group], sizes[::group],
                                       offsets[::group], batch_size, group)
         else:
+            from ..ops import kernels  # numba: on the first step, not with the schemas
+
             gw, gb = kernels.sampled_linear_grad(
                 self._x_rows, self.train.arrays["y"].reshape(-1),
                 key.seed, key.round, key.step, key.stream, ids, sizes, offsets, batch_size,
@@ -82,6 +83,8 @@ class LinearRegression(Problem):
         # thresholds t lam, as the prox computes them; (K,) or (K, rows) -> (K, rows)
         thresholds = [np.ascontiguousarray(np.broadcast_to(
             np.asarray(t, float).reshape(steps, -1) * lam, (steps, n))) for t in (pre, post)]
+        from ..ops import kernels
+
         kernels.least_squares_steps(
             self._x_rows, self.train.arrays["y"].reshape(-1), key.seed, key.round, BATCH,
             ids[::group], sizes, offsets, batch_size, w, b,
@@ -100,6 +103,8 @@ class LinearRegression(Problem):
         one minibatch (the rows its key draws, as `sampled_linear_grad` draws them): the
         rows are gathered once and every model's residuals and gradient are two batched
         matrix products, R = X W^T (B x G) and R^T X / B (G x P), instead of G passes."""
+        from ..ops import kernels
+
         flat = kernels.keyed_integers(key.seed, key.round, key.step, key.stream, ids, sizes,
                                       batch_size)
         flat += offsets[:, None]

@@ -97,7 +97,7 @@ def test_version(capsys):
     assert call(capsys, "--version") == (0, f"fco-ray {fco_ray.__version__}\n", "")
 
 
-HEAVY = ["ray", "mlflow", "matplotlib", "numba", "sklearn", "pandas", "scipy"]
+HEAVY = ["ray", "mlflow", "matplotlib", "numba", "sklearn", "pandas", "scipy", "jax"]
 
 
 @pytest.mark.parametrize("argv, heavy_allowed", [
@@ -108,8 +108,13 @@ HEAVY = ["ray", "mlflow", "matplotlib", "numba", "sklearn", "pandas", "scipy"]
     (["run", "run.yaml", "--set", "rounds"], []),
     (["runs", "nothing"], []),
     (["--version"], []),
-    # a key error needs the algorithm and problem registries, not Ray, MLflow or matplotlib
-    (["run", "run.yaml", "--set", "algorithm.client_rate=0.1"], ["numba", "scipy", "sklearn", "pandas"]),
+    # key and value errors need the algorithm and problem registries: their schemas only
+    (["run", "run.yaml", "--set", "algorithm.client_rate=0.1"], []),
+    (["run", "run.yaml", "--set", "algorithm.client_lr=-1"], []),
+    (["run", "run.yaml", "--set", "algorithm.client_lr=0.0l"], []),
+    (["run", "run.yaml", "--set", "problem.dim=0"], []),
+    (["sweep", "sweep.yaml"], []),  # client_lr -0.1 in the grid
+    (["sweep", "sweep.yaml", "--set", "algorithms=[fedmid, nosuch]"], []),
 ])
 def test_errors_come_before_heavy_imports(files, argv, heavy_allowed):
     """What makes errors appear in about a second: no heavy module is imported before the
@@ -125,6 +130,7 @@ def test_errors_come_before_heavy_imports(files, argv, heavy_allowed):
     done = subprocess.run([sys.executable, "-c", code], cwd=files, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode in (0, 2), done.stderr
+    assert "--set" not in argv[2:-1] or done.returncode == 2, done.stderr
     loaded = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     assert set(loaded) <= set(heavy_allowed), (argv, loaded)
 
@@ -197,3 +203,18 @@ def test_the_python_api_logs_a_run_exactly_as_fco_ray_run_does(files, capsys):
         assert [(m.step, m.value) for m in store.client.get_metric_history(api_run.info.run_id, metric)] == history
     listed = sorted(a.path for a in store.client.list_artifacts(cli_run.info.run_id))
     assert listed and sorted(a.path for a in store.client.list_artifacts(api_run.info.run_id)) == listed
+
+
+@pytest.mark.parametrize("value, says, never", [
+    ("0.0l", "got the string '0.0l' (not a number: 'l' after the number '0.0')", "quotes"),
+    ("1e-3x", "(not a number: 'x' after the number '1e-3')", "quotes"),
+    ("abc", "got the string 'abc' (not a number)", "quotes"),
+    ('"0.01"', "got the string '0.01' (text is never taken as a number: write the number "
+               "without quotes)", "not a number"),
+])
+def test_text_where_a_number_belongs_says_what_is_wrong_with_it(files, capsys, value, says, never):
+    """Quotes are blamed only where there were quotes around a number; other text is named
+    with where it stops being a number."""
+    code, out, err = call(capsys, "run", "run.yaml", "--no-mlflow", "--set", f"algorithm.client_lr={value}")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "algorithm.client_lr: expected a number" in err and says in err and never not in err, err

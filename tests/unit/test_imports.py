@@ -54,3 +54,36 @@ def test_no_import_circles():
         if node not in state:
             visit(node, [node])
     assert graph["fco_ray.sweep.run"] >= {"fco_ray.sweep.schema", "fco_ray.sweep.trainable"}
+
+
+#: what the config schemas must not load: a bad value is answered in a blink without them
+HEAVY = ["numba", "pandas", "jax", "ray", "mlflow", "scipy", "sklearn", "matplotlib"]
+
+
+def test_config_schemas_import_without_heavy_modules():
+    """Every schema a config is checked against (the run and sweep files, every registered
+    algorithm's Hyper and problem's parameters), imported and used in a fresh process,
+    loads none of numba, pandas, JAX, Ray, MLflow, SciPy: those load at their use sites."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from fco_ray import ALGORITHMS, PROBLEMS, ConfigError\n"
+        "from fco_ray.core.config import parse_run\n"
+        "import fco_ray.sweep.schema  # noqa: F401\n"
+        "hypers = [a.Hyper for a in ALGORITHMS.values()]\n"
+        "params = [spec.params for spec in PROBLEMS.values()]\n"
+        "assert len(hypers) >= 10 and len(params) >= 8, (hypers, params)\n"
+        "for bad in ({'client_lr': -1}, {'client_lr': '0.0l'}):\n"
+        "    try:\n"
+        "        parse_run({'problem': {'name': 'lasso'},\n"
+        "                   'algorithm': {'name': 'fedmid', **bad}})\n"
+        "    except ConfigError:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise SystemExit(f'{bad} was accepted')\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
