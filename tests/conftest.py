@@ -5,13 +5,42 @@ import numpy as np
 import pytest
 
 
+class LocalRay:
+    """The session's one local Ray cluster (2 CPUs, no dashboard), connected to this process:
+    started by the first test that needs it and kept for every later one, instead of a
+    cluster per module (5-8 s each to start and stop on 2 cores). `down()` ends it for a test
+    that needs Ray down in this process (a cluster of its own, or a check that nothing
+    started Ray); the next test that needs it starts it again."""
+
+    def up(self) -> None:
+        ray = pytest.importorskip("ray")
+        if not ray.is_initialized():
+            ray.init(address="local", num_cpus=2, include_dashboard=False)
+
+    def down(self) -> None:
+        ray = pytest.importorskip("ray")
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    cluster = LocalRay()
+    yield cluster
+    cluster.down()
+
+
 @pytest.fixture(scope="module")
-def ray_cluster():
-    """A small local Ray cluster of its own for the module's tests, shut down after them."""
-    ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
+def ray_cluster(local_ray):
+    """The session's local Ray cluster, up for the module's tests (`LocalRay`)."""
+    local_ray.up()
+    return local_ray
+
+
+@pytest.fixture
+def ray_down(local_ray):
+    """No Ray connection in this process when the test starts (`LocalRay.down`)."""
+    local_ray.down()
 
 
 @pytest.fixture

@@ -156,6 +156,10 @@ TEXT_CASES = [
 ]
 
 
+# every case checks that nothing started Ray in this process: none may be connected before
+pytestmark = pytest.mark.usefixtures("ray_down")
+
+
 @pytest.fixture(scope="module")
 def existing_store(tmp_path_factory):
     """A tracking store that already holds an experiment with a run, and its contents."""

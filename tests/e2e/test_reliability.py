@@ -128,7 +128,7 @@ def test_storage_without_room_is_refused_before_ray_starts(capsys, workdir):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_disk_filling_during_a_sweep_stops_it_resumable(workdir, monkeypatch):
+def test_disk_filling_during_a_sweep_stops_it_resumable(workdir, monkeypatch, local_ray):
     """Tune's storage is a real small tmpfs; a filler leaves the reserve (lowered to 1 MiB
     for the test) plus a little: the sweep's own writes cross it, the sweep stops with the
     --resume command, and once the filler is gone `--resume` finishes every trial, each
@@ -142,7 +142,7 @@ def test_disk_filling_during_a_sweep_stops_it_resumable(workdir, monkeypatch):
     storage = workdir / "small"
     _mount_tmpfs(storage, "8m")
     monkeypatch.setattr(storage_module, "RESERVE_BYTES", 2**20)
-    ray.init(address="local", num_cpus=2, include_dashboard=False)
+    local_ray.up()
     try:
         filler = storage / "filler"
         free = storage_module.free_bytes(storage)
@@ -166,7 +166,6 @@ def test_disk_filling_during_a_sweep_stops_it_resumable(workdir, monkeypatch):
             steps = [m.step for m in store.client.get_metric_history(run.info.run_id, "f1")]
             assert steps == [0, 5, 10, 15, 20]
     finally:
-        ray.shutdown()
         subprocess.run(["umount", str(storage)], check=False)
 
 
@@ -379,7 +378,7 @@ def test_infinite_cpus_are_refused(capsys, workdir):
 @pytest.mark.ray
 @pytest.mark.parametrize("backend, fragment", [
     ({"name": "ray", "actors": 64}, "needs 65 CPUs"), ({"name": "ray", "cpus_per_actor": 4}, "the largest 4")])
-def test_a_sweep_that_cannot_fit_the_local_cluster_fails_fast(capsys, workdir, backend, fragment):
+def test_a_sweep_that_cannot_fit_the_local_cluster_fails_fast(capsys, workdir, backend, fragment, ray_down):
     import ray
 
     path = write(workdir / "s.yaml", changed(SWEEP, {"backend": backend, "tracking": {"uri": f"sqlite:///{workdir}/m.db"}}))
@@ -578,7 +577,8 @@ def test_a_cached_optimum_whose_header_claims_10_12_floats_is_solved_again(tmp_p
 
 @pytest.mark.parametrize("backend, fragment", [
     ({"name": "ray", "actors": 64}, "needs 64 CPUs"), ({"name": "ray", "cpus_per_actor": 4}, "the largest 4")])
-def test_a_run_whose_actors_cannot_fit_this_machine_fails_before_ray_starts(capsys, workdir, backend, fragment):
+def test_a_run_whose_actors_cannot_fit_this_machine_fails_before_ray_starts(capsys, workdir, backend, fragment,
+                                                                              ray_down):
     import ray
 
     if ray.is_initialized():

@@ -384,8 +384,7 @@ REAL_SWEEP = {
 
 
 @pytest.fixture(scope="module")
-def real_sweep(tmp_path_factory):
-    ray = pytest.importorskip("ray")
+def real_sweep(tmp_path_factory, ray_cluster):
     from fco_ray.sweep import run_sweep
 
     root = tmp_path_factory.mktemp("real_sweep")
@@ -394,11 +393,9 @@ def real_sweep(tmp_path_factory):
     path.write_text(yaml.safe_dump({**REAL_SWEEP, "tracking": {"uri": uri}}))
     cwd = Path.cwd()
     os.chdir(root)  # the automatic report goes to ./reports/<sweep>
-    ray.init(address="local", num_cpus=2, include_dashboard=False)  # never a cluster found here
     try:
         outcome = run_sweep(path, storage=root / "ray_results", echo=lambda line: None)
     finally:
-        ray.shutdown()
         os.chdir(cwd)
     return {"uri": uri, "outcome": outcome, "index": root / "reports" / "real" / "index.html"}
 

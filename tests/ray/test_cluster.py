@@ -35,7 +35,7 @@ def test_requested_address(monkeypatch):
         requested_address()
 
 
-def test_ray_backend_refuses_auto_before_starting_anything(monkeypatch):
+def test_ray_backend_refuses_auto_before_starting_anything(monkeypatch, ray_down):
     ray = pytest.importorskip("ray")
     if ray.is_initialized():
         pytest.skip("this process is already connected to Ray (the address is not used then)")

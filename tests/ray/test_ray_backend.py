@@ -49,8 +49,9 @@ def assert_same(ray_df: pd.DataFrame, local_df: pd.DataFrame):
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(local_ray):
     """Two raylets on this machine: a head with 1 CPU and a worker node with 2 CPUs."""
+    local_ray.down()
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     c.add_node(num_cpus=2)
     c.wait_for_nodes()
