@@ -31,6 +31,7 @@ import argparse
 import csv
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -139,16 +140,24 @@ def summary(csv_path: Path, problem: str) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--problem", choices=["l1", "nuclear"], required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seeds", default="0-9", help="'0-9' (default) or '0,1,2'")
+    ap.add_argument("--problem", choices=["l1", "nuclear"], default=None, help="required but with --quick (l1)")
+    ap.add_argument("--out", default=None, help="required but with --quick (a temporary directory)")
+    ap.add_argument("--seeds", default=None, help="'0-9' (default; with --quick '0') or '0,1,2'")
     ap.add_argument("--ks", default="10,1", help="local steps, in this order (default 10,1)")
     ap.add_argument("--methods", default=",".join(METHODS),
                     help=f"comma-separated (default {','.join(METHODS)}; also fedmip_noprox)")
-    ap.add_argument("--device", default="cuda", choices=["cuda", "jax-cpu", "cpu"])
+    ap.add_argument("--device", default=None, choices=["cuda", "jax-cpu", "cpu"],
+                    help="default cuda; with --quick, jax-cpu")
     ap.add_argument("--time-limit", type=float, default=float("inf"), help="seconds for the whole run")
     ap.add_argument("--quick", action="store_true", help="a tiny problem and 3 rounds: a smoke run")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.problem = args.problem or "l1"
+        args.out = args.out or tempfile.mkdtemp(prefix="fco-bench-")
+    args.device = args.device or ("jax-cpu" if args.quick else "cuda")
+    args.seeds = args.seeds or ("0" if args.quick else "0-9")
+    if args.problem is None or args.out is None:
+        ap.error("--problem and --out are required (or --quick)")
     from fco_ray.core.plan import groups, prepare
 
     t0 = time.perf_counter()

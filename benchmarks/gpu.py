@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -218,14 +219,21 @@ def markdown(result: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, help="directory for gpu.json and gpu.md")
-    ap.add_argument("--device", default="cuda", choices=["cuda", "jax-cpu"])
+    ap.add_argument("--out", default=None, help="directory for gpu.json and gpu.md (required "
+                    "but with --quick: a temporary directory)")
+    ap.add_argument("--device", default=None, choices=["cuda", "jax-cpu"],
+                    help="default cuda; with --quick, jax-cpu")
     ap.add_argument("--quick", action="store_true", help="tiny problems, G in (1, 3): a smoke run")
     ap.add_argument("--repeats", type=int, default=None, help="timed rounds after the first (default 5, quick 2)")
     ap.add_argument("--time-limit", type=float, default=330.0,
                     help="seconds: a measurement that would start later is skipped (default 330)")
     ap.add_argument("--no-cpu", action="store_true", help="skip the CPU engine's timings")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.out = args.out or tempfile.mkdtemp(prefix="fco-bench-")
+    args.device = args.device or ("jax-cpu" if args.quick else "cuda")
+    if args.out is None:
+        ap.error("--out is required (or --quick)")
     t0 = time.perf_counter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ idea), so the same code runs for a group under `jax.vmap` over members and never
 many there are (`fco_ray.rules.rounds`, which compiles whole rounds with `lax.scan`).
 
 The random draws are the CPU engine's keyed draws (`fco_ray.rules.keys`), so a member's
-rows equal its run on the NumPy engine (tests/test_device.py, 1e-9 relative).
+rows equal its run on the NumPy engine (tests/engine/test_device.py, 1e-9 relative).
 
 Importing this package imports JAX; configuration checks never do (`Algorithm.rule` and
 `Problem.rule` import it when a device backend is made).

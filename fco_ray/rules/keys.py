@@ -6,7 +6,7 @@ round, step, stream), mix the SplitMix64 finalizer (`fco_ray.ops.kernels`). The 
 compute the same integers with wrapping uint64 arithmetic on the device, so a local step's
 minibatch rows and noise are those of the CPU engine: the uniforms and integers exactly, the
 normals up to the last bits of `ndtri` (JAX's port of the Cephes polynomial, <= 1e-15
-relative against SciPy's; tests/test_device.py). Arguments may be traced (the step of a
+relative against SciPy's; tests/engine/test_device.py). Arguments may be traced (the step of a
 `lax.fori_loop`); call them inside a jitted program with jax_enable_x64 on.
 """
 from __future__ import annotations

@@ -56,7 +56,8 @@ class SweepOutcome:
 
 def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = False,
               storage: str | Path | None = None,
-              echo: Callable[[str], None] = partial(print, flush=True)) -> SweepOutcome:
+              echo: Callable[[str], None] = partial(print, flush=True),
+              sweep: Sweep | None = None) -> SweepOutcome:
     """Run (or resume) a sweep file on the current Ray cluster; what `fco-ray sweep` does.
 
     Joins the Ray cluster at `RAY_ADDRESS` if set, else starts a new local one on loopback
@@ -64,8 +65,10 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
     Tune's state lives in `<storage>/<name>`
     (default storage: `./ray_results`); `resume=True` restores it (`Tuner.restore`), reruns
     unfinished and errored trials, and reuses the MLflow parent and child runs.
+    `sweep`: the file and overrides already loaded (`load_sweep(path, overrides)`), as the
+    CLI does before it imports Ray and MLflow.
     """
-    sweep = load_sweep(path, overrides)
+    sweep = sweep or load_sweep(path, overrides)
     root = Path(storage or Path.cwd() / "ray_results").resolve()
     exp_dir = root / sweep.name
     resolved = yaml.safe_dump(sweep.spec.model_dump(mode="json"), sort_keys=True)
@@ -113,7 +116,7 @@ def _run_locked(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, re
                                    # state of the trial's models): with num_to_keep=1 Tune
                                    # deletes the previous one before its experiment state
                                    # stops naming it, and a sweep killed in between could
-                                   # not resume (tests/test_resume.py, under load)
+                                   # not resume (tests/ray/test_resume.py, under load)
                                    checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
                                    failure_config=tune.FailureConfig(
                                        max_failures=sweep.spec.tune.max_failures)))

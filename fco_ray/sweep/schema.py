@@ -40,7 +40,6 @@ from ..runtime.files import (
     load_yaml,
 )
 from ..runtime.strict import no_bool_numbers
-from ..tracking.store import default_uri
 
 FIXED_POINT_KEYS = ("algorithm.name", "seed")
 MAX_NAME = MAX_SWEEP_NAME  # characters of a sweep name
@@ -289,6 +288,8 @@ class Sweep:
 
     @property
     def tracking_uri(self) -> str:
+        from ..tracking.store import default_uri  # MLflow: not for checking a sweep file
+
         return self.spec.tracking.uri or default_uri()
 
     def algorithms(self) -> dict[str, dict]:
