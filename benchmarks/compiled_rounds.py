@@ -2,7 +2,7 @@
 engine, on this machine's CPU: per configuration-round wall times of the same groups.
 
     python benchmarks/compiled_rounds.py --out benchmarks/results        # ~3 minutes, 2 cores
-    python benchmarks/compiled_rounds.py --out /tmp/q --quick           # a smoke run (seconds)
+    python benchmarks/compiled_rounds.py --quick                         # a smoke run (seconds)
 
 Each case runs a group of G configurations through `fco_ray.core.plan.prepare(...)[0].run`
 (the engine's round loop, as `fco_ray.run` / `run_grid` do) with an evaluation every E rounds;
@@ -97,9 +97,15 @@ def write(out: Path, rows: list[dict], command: str) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--out", type=Path, help="folder for the record (--quick: a temporary one)")
     ap.add_argument("--quick", action="store_true", help="small problems, seconds: a smoke run")
     args = ap.parse_args(argv)
+    if args.out is None:
+        if not args.quick:
+            ap.error("--out is required (or --quick)")
+        import tempfile
+
+        args.out = Path(tempfile.mkdtemp(prefix="fco-bench-"))
     command = "python benchmarks/compiled_rounds.py" + (" --quick" if args.quick else "") + f" --out {args.out}"
     rows = []
     for case in cases(args.quick):

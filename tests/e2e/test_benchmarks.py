@@ -15,6 +15,7 @@ BENCHMARKS = ROOT / "benchmarks"
 #: script -> the arguments of its smoke run, besides --quick
 LOCAL = {
     "blas_floor.py": [],
+    "compiled_rounds.py": [],  # the device backend on JAX's CPU platform beside numba
     "e5_protocol.py": [],
     "e7_fig2.py": [],
     "e7_fused.py": [],
