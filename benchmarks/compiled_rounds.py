@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's f
 E1 = ({"name": "lasso"}, {"name": "feddualavg", "local_steps": 10, "batch_size": 10, "clients_per_round": 10})
 E5 = ({"name": "bilinear_l1", "data_seed": 0},
       {"name": "feddualex", "local_steps": 10, "batch_size": None, "clients_per_round": None})
-QUICK_E1 = ({"name": "lasso", "clients": 8, "samples_per_client": 16, "dim": 32, "support": 4,
+QUICK_E1 = ({"name": "lasso", "clients": 12, "samples_per_client": 16, "dim": 32, "support": 4,
              "val_clients": 2}, E1[1])
 QUICK_E5 = ({"name": "bilinear_l1", "n": 20, "m": 30, "clients": 6, "data_seed": 0}, E5[1])
 
