@@ -60,3 +60,17 @@ def test_every_member_of_a_seed_fused_group_equals_its_own_run(name):
             for k in model:
                 np.testing.assert_allclose(model[k], own_model[k], rtol=1e-9, atol=1e-12, err_msg=k)
     assert finished >= 6
+
+
+def test_a_shipped_e5_sweep_forms_one_trial_per_method_on_a_device():
+    """sweeps/e5_l1_k10.yaml fixes data_seed: on a device a method's 35 rate pairs x 10 seeds
+    are one Tune trial (350 configurations); on the NumPy engine one trial per seed."""
+    from pathlib import Path
+
+    from fco_ray.sweep.schema import load_sweep
+
+    path = Path(__file__).resolve().parents[2] / "sweeps" / "e5_l1_k10.yaml"
+    device = load_sweep(path, ["backend.name=local", "backend.device=jax-cpu", "tune.gpus_per_trial=0"])
+    assert [len(g) for g in device.groups()] == [350] * 5
+    assert {p["seed"] for p in device.groups()[0]} == set(range(10))
+    assert [len(g) for g in load_sweep(path).groups()] == [35] * 50
