@@ -34,9 +34,8 @@ class Summary:
     """The summaries of one run, from its rows: `final` (each metric's last finite value),
     `best` (min or max over the rounds, by `direction`) and, for the ranked metric, its mean
     over the evaluated rounds, the area under its curve, which breaks ties of the final value
-    in favour of the configuration that got there sooner (`best_per_algorithm`). Only the
-    ranked metric's `best.<m>` and `mean.<m>` are logged (`metrics`): see the module
-    docstring for why."""
+    in favour of the configuration that got there sooner (`rank_configurations`). Only the
+    ranked metric's `mean.<m>` is logged (`metrics`)."""
 
     def __init__(self, ranked: str | None = None, mode: str | None = None):
         self.ranked, self.mode = ranked, mode
@@ -58,9 +57,10 @@ class Summary:
                 self.best[k] = v
 
     def metrics(self) -> dict[str, float]:
-        """What is logged: `best.<ranked>` and `mean.<ranked>` (none without a ranked metric)."""
-        return {**{f"best.{k}": v for k, v in self.best.items() if k == self.ranked},
-                **{f"mean.{k}": total / count for k, (total, count) in self.total.items()}}
+        """What is logged: `mean.<ranked>`, the ranking's tie-break (none without a ranked
+        metric). Not `best.<ranked>`: MLflow's chart view draws every logged key as a chart in
+        alphabetical order, and a one-point `best.f1` came first, before the curves."""
+        return {f"mean.{k}": total / count for k, (total, count) in self.total.items()}
 
 
 def run_label(config: dict, keys: Iterable[str] = ("algorithm.client_lr", "algorithm.server_lr")) -> str:
