@@ -19,6 +19,7 @@ from mlflow.entities import Metric, Param
 
 from fco_ray import ConfigError
 from fco_ray.report import available, find_dashboard, load_dashboard, render_report
+from fco_ray.tracking.summary import short_number
 from fco_ray.report.dashboard import PACKAGE_DASHBOARDS
 
 CLIENT_LRS, SERVER_LRS, SEEDS, ROUNDS = [0.001, 0.01, 0.1], [0.3, 1.0], [0, 1], [0, 5, 10, 15]
@@ -470,7 +471,7 @@ def test_real_sweep_child_runs_carry_names_summaries_and_models(real_sweep, tmp_
     for r in runs:
         p = r.data.params
         alg, clr, slr, seed = p["algorithm.name"], float(p["algorithm.client_lr"]), float(p["algorithm.server_lr"]), int(p["seed"])
-        assert r.info.run_name == f"{alg} lr={clr:.3g} slr={slr:.3g} seed{seed}"
+        assert r.info.run_name == f"{alg} {short_number(clr)}/{short_number(slr)} s{seed}"
         f1 = [m.value for m in sorted(client.get_metric_history(r.info.run_id, "f1"), key=lambda m: m.step)]
         artifacts = {f.path for f in client.list_artifacts(r.info.run_id)}
         if r.data.tags["fco.status"] == "diverged":
