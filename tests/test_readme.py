@@ -26,7 +26,7 @@ def test_the_readme_has_its_python_examples():
 
 @pytest.mark.parametrize("index, expected", [
     (0, r"round\s+train_loss\s+f1\s+density\s+val_mse[\s\S]*\n\d+\s+100\s[\s\S]*\nfinished\n$"),
-    (1, r"^\d+ [01]\.\d+\n/\S+/model\.npz\n$"),
+    (1, r"^\d+ [01]\.\d+ /\S+/model\.npz\n$"),
     (2, r"algorithm.client_lr\s+algorithm.server_lr\s*\n0\.001\s+0\.3\s+[0-9.]+\n[\s\S]*"
         r"0\.010\s+0\.3\s+[0-9.]+\n\s+1\.0\s+[0-9.]+\nName: f1"),
     (3, r"round\s+train_loss\n\s+80 [\s\S]*\n\s*100 [\s\S]*\nw = \[[-0-9. ]+\]\n$"),
@@ -44,7 +44,7 @@ def test_readme_python_example_runs_and_prints(tmp_path, index, expected):
         import numpy as np
 
         assert not (tmp_path / "model.npz").exists()
-        where = Path(done.stdout.splitlines()[-1])
+        where = Path(done.stdout.split()[-1])
         assert tmp_path not in where.parents
         with np.load(where, allow_pickle=False) as saved:
             assert set(saved.files) == {"w", "b"}
