@@ -3,7 +3,9 @@
 MLflow 3's UI (3.17) opens an experiment in its GenAI view or its model-training view by its
 "workflow type": the URL's `workflowType` parameter, else the last choice of the sidebar's
 switch kept in the browser, else GenAI; the experiment tag `mlflow.experimentKind` is not
-read while that switch exists. So every link here carries `workflowType=machine_learning`.
+read while that switch exists (its bundled UI code; mlflow/mlflow PR #20161 replaced the
+experiment page's type selector by that global switch). So every link here carries
+`workflowType=machine_learning`.
 """
 from __future__ import annotations
 
