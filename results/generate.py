@@ -11,7 +11,7 @@ A page marks a region that this script writes:
 
 Each block is a function below that reads the record under results/ (the per-run CSVs and
 outputs the experiment scripts wrote) and returns the region's text. Text outside the
-regions is prose and carries no number from a run. `tests/test_generated_pages.py` runs
+regions is prose and carries no number from a run. `tests/e2e/test_generated_pages.py` runs
 `--check`'s comparison, so a page that disagrees with its record fails the tests.
 """
 from __future__ import annotations
@@ -641,7 +641,7 @@ def results_quickstart() -> str:
                 f"`results/quickstart_record.py`): FedDualAvg F1 {f3(da['f1'])} at density {f3(da['density'])} "
                 f"(best at ({da[CL]:g}, {da[SL]:g})), FedMiD's best F1 {f3(mid['f1'])} at density "
                 f"{f3(mid['density'])} (at ({mid[CL]:g}, {mid[SL]:g})); {len(diverged)} of {len(t)} runs diverged. "
-                "`tests/test_quickstart.py` checks the same outcome on every test run.")
+                "`tests/engine/test_quickstart.py` checks the same outcome on every test run.")
 
 
 @block("readme.quickstart")
