@@ -130,3 +130,16 @@ def test_a_diverged_run_has_no_final_value():
                                                     params={"seed": "0"}, metrics={"f1": f1, "mean.f1": 0.0}))
     t = trials_frame([run(0, "diverged", 0.0), run(1, "finished", 0.5)])
     assert pd.isna(t.loc[0, "f1"]) and t.loc[1, "f1"] == 0.5
+
+
+def test_the_recorded_e5_grid_disagrees_where_the_records_do():
+    """E5 l1, K = 10, seed 0's whole grid: FeDualEx near 1e-1 and FedMiD above 1 agree;
+    FedMiP as the paper writes it (server prox) and FedDualAvg (tuned) disagree."""
+    k10 = next(e for e in EXPERIMENTS if e.sweep_file == "sweeps/e5_l1_k10.yaml")
+    trials = frame(pd.read_csv(RESULTS / "e5_l1_k10_seed0_grid_trials.csv"), dict(k10.settings),
+                   ["duality_gap", "density"])
+    best = best_per_algorithm(trials, "duality_gap", "min")
+    lines = verdict_lines(best, trials, "duality_gap", "min", KEYS, "sweeps/e5_l1_k10.yaml")
+    assert lines[-5].endswith("at its setting: this sweep agrees with 2 and disagrees with 2 of its 4 claims")
+    assert [l.split(":")[0].strip() for l in lines[-4:]] == ["agrees", "disagrees", "disagrees", "agrees"]
+    assert "FedMiP duality_gap 1.61" in lines[-3] and "FedDualAvg duality_gap 0.0865" in lines[-2]
