@@ -96,8 +96,8 @@ class MLflowLogger(tune.Callback):
         ended = json.loads(result["ended"])
         for j, row in rows.items():
             state["last"][j] = row
-            if state["keys"][j] in state["open"]:
-                self._write(self.log.add_row, state["keys"][j], row)
+        self._write(self.log.add_rows, {state["keys"][j]: row for j, row in rows.items()
+                                        if state["keys"][j] in state["open"]})
         for j in ended:
             self._close(trial, j, "diverged")
         if rows:

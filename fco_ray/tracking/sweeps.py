@@ -39,6 +39,7 @@ class SweepLog:
     """
 
     FLUSH_ROWS, FLUSH_SECONDS = 20, 5.0
+    FLUSHES_PER_RESULT = 4  # runs written per Tune result at most (the others wait their turn)
 
     def __init__(self, store: Store, experiment: str, name: str, metric: str, mode: str,
                  sweep_text: str, resume: bool):
@@ -87,21 +88,33 @@ class SweepLog:
                                 "params": {k: v for k, v in config.items() if k != "tracking"},
                                 "summary": Summary(self.metric, self.mode)}
 
-    def add_row(self, trial_id: str, row: dict) -> None:
-        trial = self._open.get(trial_id)
-        if trial is None:
-            return  # a closed run
-        if row["round"] == 0:  # a (re)run starts over: same seed, same rows, summarized again
-            trial["summary"] = Summary(self.metric, self.mode)
-        trial["summary"].add(row)
-        if row["round"] <= trial["last_step"]:
-            return  # a round logged before an interruption
-        trial["rows"].append(row)
-        trial["times"].append(int(time.time() * 1000))
-        trial["last_step"] = row["round"]
-        if (len(trial["rows"]) >= self.FLUSH_ROWS
-                or time.monotonic() - trial["flushed"] > self.FLUSH_SECONDS):
+    def add_rows(self, rows: dict[str, dict]) -> None:
+        """One Tune result's rows (trial id -> row: a fused group's configurations). Runs whose
+        buffer is due (`FLUSH_ROWS`, `FLUSH_SECONDS`) are written, at most
+        `FLUSHES_PER_RESULT` of them, the longest waiting first: a fused group's runs all
+        start together and would otherwise all be due on the same result, whose processing
+        then holds Tune's driver loop (one SQLite transaction each)."""
+        due = []
+        for trial_id, row in rows.items():
+            trial = self._open.get(trial_id)
+            if trial is None:
+                continue  # a closed run
+            if row["round"] == 0:  # a (re)run starts over: same seed, same rows, summarized again
+                trial["summary"] = Summary(self.metric, self.mode)
+            trial["summary"].add(row)
+            if row["round"] <= trial["last_step"]:
+                continue  # a round logged before an interruption
+            trial["rows"].append(row)
+            trial["times"].append(int(time.time() * 1000))
+            trial["last_step"] = row["round"]
+            if (len(trial["rows"]) >= self.FLUSH_ROWS
+                    or time.monotonic() - trial["flushed"] > self.FLUSH_SECONDS):
+                due.append(trial)
+        for trial in sorted(due, key=lambda t: t["flushed"])[:self.FLUSHES_PER_RESULT]:
             self._flush(trial)
+
+    def add_row(self, trial_id: str, row: dict) -> None:
+        self.add_rows({trial_id: row})
 
     def retry(self, trial_id: str) -> None:
         """The trial failed and is rerun from round 0: write the rows it logged so far and
