@@ -96,3 +96,18 @@ def check_feasible(psi, params: dict, where: str = "") -> None:
             if not np.all(np.isfinite(value)):
                 raise InfeasibleError(f"{where}: block {name!r} violates {reg!r} "
                                       f"(for {int(np.sum(~np.isfinite(value)))} of {value.size} models)")
+
+
+def snapshot_saver(folder):
+    """(on_checkpoint, saved): an `on_checkpoint` that saves each snapshot under
+    folder/round<k>, and the dict round -> that folder it fills."""
+    from fco_ray.core.checkpoint import save_snapshot
+
+    saved: dict = {}
+
+    def keep(snapshot):
+        where = folder / f"round{snapshot.round}"
+        where.mkdir()
+        saved[snapshot.round] = save_snapshot(where, snapshot).parent
+
+    return keep, saved

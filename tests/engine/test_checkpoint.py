@@ -7,6 +7,7 @@ import pytest
 import fco_ray
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.core.checkpoint import FILE, Snapshot, load_snapshot, save_snapshot
+from tests.helpers import snapshot_saver
 from tests.engine.test_battery import FITTING, config
 
 #: one problem per algorithm (the first that fits, in the battery's order)
@@ -17,13 +18,7 @@ ONE_EACH = {a: p for a, p in reversed(FITTING)}
 def test_restored_run_continues_with_identical_numbers(algorithm, tmp_path):
     cfg = config(algorithm, ONE_EACH[algorithm], rounds=6, eval_every=1)
     straight = fco_ray.run(cfg)
-    saved = {}
-
-    def keep(snapshot):
-        folder = tmp_path / f"round{snapshot.round}"
-        folder.mkdir()
-        saved[snapshot.round] = save_snapshot(folder, snapshot).parent
-
+    keep, saved = snapshot_saver(tmp_path)
     checkpointed = fco_ray.run(cfg, checkpoint_every=2, on_checkpoint=keep)
     assert sorted(saved) == [2, 4, 6]
     assert checkpointed.equals(straight)  # checkpointing changes nothing
@@ -86,13 +81,7 @@ def test_restored_fused_group_continues_with_identical_numbers(algorithm, proble
                for lr in (0.001, 0.01, 1.0)]
     rows = {}
     straight = run_group(configs, lambda rnd, r, ended: rows.setdefault(rnd, (r, ended)))
-    saved = {}
-
-    def keep(snapshot):
-        folder = tmp_path / f"round{snapshot.round}"
-        folder.mkdir()
-        saved[snapshot.round] = save_snapshot(folder, snapshot).parent
-
+    keep, saved = snapshot_saver(tmp_path)
     run_group(configs, checkpoint_every=2, on_checkpoint=keep)
     again = {}
     start = load_snapshot(saved[4])

@@ -6,9 +6,9 @@ import pytest
 
 pytest.importorskip("jax", reason="the device backend needs JAX")
 
-from fco_ray.core.checkpoint import load_snapshot, save_snapshot  # noqa: E402
+from fco_ray.core.checkpoint import load_snapshot  # noqa: E402
 from fco_ray.core.config import parse_run  # noqa: E402
-from tests.helpers import run_group  # noqa: E402
+from tests.helpers import run_group, snapshot_saver  # noqa: E402
 
 LASSO = {"name": "lasso", "clients": 6, "samples_per_client": [9, 12, 7, 12, 10, 11], "dim": 10,
          "support": 3, "val_clients": 2}
@@ -40,13 +40,7 @@ def test_checkpoints_between_compiled_chunks_restore_the_same_numbers(problem, a
     group = configs(problem, algorithm, [0.01, 0.03], "jax-cpu", 8, 4, seeds)
     rows: dict = {}
     straight = run_group(group, lambda rnd, r, ended: rows.setdefault(rnd, r))
-    saved = {}
-
-    def keep(snapshot):
-        folder = tmp_path / f"round{snapshot.round}"
-        folder.mkdir()
-        saved[snapshot.round] = save_snapshot(folder, snapshot).parent
-
+    keep, saved = snapshot_saver(tmp_path)
     run_group(group, checkpoint_every=2, on_checkpoint=keep)
     assert sorted(saved) == [2, 4, 6, 8]
     again: dict = {}
