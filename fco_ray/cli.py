@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from .runtime.errors import short_repr
-from .runtime.files import ConfigError, apply_overrides, check_sweep_key, load_yaml
+from .runtime.files import ConfigError, apply_overrides, check_plain_name, check_sweep_key, load_yaml
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 SWEEP_ONLY_KEYS = {"algorithms", "search", "seeds", "tune", "name", "report"}
@@ -166,6 +166,10 @@ def cmd_runs(args) -> int:
         uri = uri or spec.tracking.uri
     check_sweep_key(name, "runs")
     experiment = experiment or name
+    try:
+        check_plain_name(experiment, "--experiment: experiment name")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     uri = _existing_store(uri)
     from .tracking.queries import (
         best_per_algorithm,
@@ -309,6 +313,12 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # argparse already printed the usage error
         return EXIT_INVALID if e.code else EXIT_OK
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # every default path (mlflow.db, ray_results, reports) is under it
+        print("fco-ray: error: the working directory no longer exists (it was deleted or moved); "
+              "cd to an existing directory and run the command again", file=sys.stderr)
+        return EXIT_INVALID
     try:
         return args.func(args)
     except (ConfigError, FileNotFoundError) as e:

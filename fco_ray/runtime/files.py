@@ -240,27 +240,38 @@ def load_yaml(path: str | Path) -> dict:
 
 
 def apply_overrides(raw: dict, assignments: list[str]) -> dict:
-    """Apply `key.path=value` overrides (values parsed as YAML scalars) to a nested dict."""
+    """Apply `key.path=value` overrides (values parsed as YAML scalars) to a nested dict.
+
+    A value YAML would read as a one-line block mapping -- `sqlite:///:memory:` ends in
+    `key:` -- is taken as the text it is (a mapping is written `{a: 1}`)."""
     out = copy.deepcopy(raw)  # plain data (a YAML round trip took seconds for a 1 MB file)
     for item in assignments:
         if "=" not in item:
             raise ConfigError(f"--set expects key.path=value, got {short_repr(item)}")
         path, text = item.split("=", 1)
-        keys = path.strip().split(".")
-        if not all(k.strip() for k in keys):  # `a..b`, `.a`, `a.`: never repaired silently
-            raise ConfigError(f"--set {short_repr(path)}: a key path is names joined by single "
-                              "dots (e.g. algorithm.client_lr=0.01); this one has an empty part")
         try:
             value = parse_yaml(text, f"--set {path}")
         except ConfigError as e:
             raise ConfigError(f"--set {path}: cannot parse value {short_repr(text)}: {e}") from None
-        node = out
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"--set {path}: {k!r} is not a mapping")
-        node[keys[-1]] = value
+        if isinstance(value, dict) and not text.lstrip().startswith("{"):
+            value = text.strip()
+        set_key(out, path, value, "--set")
     return out
+
+
+def set_key(tree: dict, path: str, value, what: str) -> None:
+    """Set the dotted key `path` (e.g. `algorithm.client_lr`) of the nested dict `tree`;
+    `what` says where the key came from in errors (`--set`, a grid key of the API)."""
+    keys = path.strip().split(".") if isinstance(path, str) else None
+    if keys is None or not all(k.strip() for k in keys):  # `a..b`, `.a`, `a.`: never repaired
+        raise ConfigError(f"{what} {short_repr(path)}: a key path is names joined by single "
+                          "dots (e.g. algorithm.client_lr=0.01); this one has an empty part")
+    node = tree
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{what} {path}: {k!r} is not a mapping")
+    node[keys[-1]] = value
 
 
 
@@ -310,6 +321,16 @@ def check_tracking_uri(uri: str) -> str:
                              "or use sqlite:///PATH/mlflow.db or an MLflow server http://...")
     return uri
 
+def check_plain_name(name: str, what: str = "name") -> str:
+    """`name` if it holds no control character (NUL, newline, tab, ...): SQLite keeps a name
+    with a NUL cut at the NUL, so MLflow could not find it again, and no shell can type it."""
+    bad = next((c for c in name if ord(c) < 0x20 or ord(c) == 0x7f), None) if isinstance(name, str) else None
+    if bad is not None:
+        raise ValueError(f"{what} {short_repr(name)} holds the control character {bad!r} "
+                         f"(at offset {name.index(bad)}); names are printable text")
+    return name
+
+
 #: a sweep's name: a directory of Tune's storage, a tag value in MLflow search filters
 SWEEP_NAME_PATTERN, MAX_SWEEP_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", 128
 
@@ -318,7 +339,8 @@ def check_sweep_key(key: str, what: str = "sweep") -> str:
     """`key` if it can name a sweep (or a parent run id); ConfigError otherwise, quoting it
     in a bounded length. A quote in a name would break MLflow's search filter; no sweep can
     have one (the sweep file's `name` follows the same rule)."""
-    if not isinstance(key, str) or len(key) > MAX_SWEEP_NAME or not re.match(SWEEP_NAME_PATTERN, key):
+    # fullmatch: with re.match, `$` also matches before a final newline ("p3\n" passed)
+    if not isinstance(key, str) or len(key) > MAX_SWEEP_NAME or not re.fullmatch(SWEEP_NAME_PATTERN, key):
         raise ConfigError(f"{what}: no sweep can be named {short_repr(key)}: sweep names are letters, "
                           f"digits, '_', '.' and '-' (at most {MAX_SWEEP_NAME} characters, starting "
                           "with a letter or digit)")
