@@ -36,7 +36,8 @@ SWEEP_COPY = "fco_sweep.yaml"  # the resolved sweep kept with Tune's state, chec
 
 
 class SweepInterrupted(RuntimeError):
-    """Tune returned before every trial ended; the MLflow parent run stays RUNNING."""
+    """Tune returned before every trial ended (Ctrl-C, SIGTERM, a lost store); the MLflow
+    parent run is ended KILLED, and `--resume` reopens it."""
 
 
 @dataclass
@@ -90,62 +91,98 @@ def _run_locked(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, re
                 echo) -> SweepOutcome:
     connection = connect()  # the cluster at RAY_ADDRESS, else a new local one on loopback
     try:
-        _check_resources(sweep, connection, echo)
-        store = Store(sweep.tracking_uri)
-        log = SweepLog(store, sweep.experiment, sweep.name, sweep.metric, sweep.mode,
-                       sweep.source, resume)
-        echo(f"sweep {sweep.name}: {_trials_text(sweep)}; Tune state {exp_dir}; "
-             f"MLflow {store.uri} experiment {sweep.experiment!r}")
-        trainable = tune.with_resources(
-            tune.with_parameters(train_trial, sweep=sweep, finished=log.finished()),
-            TrialResources(sweep))
-        if resume:  # the logger comes back with Tune's state (see MLflowLogger.__reduce__)
-            tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_errored=True)
-        else:
-            logger = MLflowLogger(sweep, store.uri, echo)
-            tuner = tune.Tuner(trainable, param_space=sweep.param_space(),
-                               tune_config=tune_config(sweep),
-                               run_config=tune.RunConfig(
-                                   name=sweep.name, storage_path=str(root),
-                                   callbacks=[logger, StorageGuard(str(root)), *tune_loggers()],
-                                   verbose=0,
-                                   # every checkpoint is kept (~10 per trial, each one
-                                   # state of the trial's models): with num_to_keep=1 Tune
-                                   # deletes the previous one before its experiment state
-                                   # stops naming it, and a sweep killed in between could
-                                   # not resume (tests/test_resume.py, under load)
-                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
-                                   failure_config=tune.FailureConfig(
-                                       max_failures=sweep.spec.tune.max_failures)))
-            exp_dir.mkdir(parents=True, exist_ok=True)
-            (exp_dir / SWEEP_COPY).write_text(resolved)
-        try:
-            with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"):  # our loggers: tune_loggers
-                results = tuner.fit()
-        except TrackingUnavailable as e:  # the MLflow store went away (see MLflowLogger)
-            raise SweepInterrupted(
-                f"sweep {sweep.name} stopped: {e}; the rounds logged so far are kept: once "
-                f"the store works, finish it with: fco-ray sweep {path} --resume") from None
-        except StorageFull as e:
-            raise SweepInterrupted(
-                f"sweep {sweep.name} stopped: {e}; its state is kept: once space is freed, "
-                f"finish it with: fco-ray sweep {path} --resume") from None
-        ended = results.num_terminated + results.num_errors
-        if ended < sweep.num_tune_trials():  # Tune stopped early (e.g. Ctrl-C)
-            raise SweepInterrupted(
-                f"sweep {sweep.name} stopped with {ended}/{sweep.num_tune_trials()} Tune trials "
-                f"done; finish it with: fco-ray sweep {path} --resume")
-        best = log.finish(failed=results.num_errors > 0)
-        if sweep.spec.report is not False:  # `report: false` in the sweep file: no report
-            from ..report import (
-                report_after_sweep,  # matplotlib only when a report is drawn
-            )
-
-            report_after_sweep(log.parent_id, store.uri, echo)
-        return SweepOutcome(log.parent_id, log.experiment_id, store.uri, exp_dir, results,
-                            results.num_errors, best)
+        with _terminate_as_interrupt():  # after connect: ray.init sets a SIGTERM handler
+            _check_resources(sweep, connection, echo)
+            store = Store(sweep.tracking_uri)
+            log = SweepLog(store, sweep.experiment, sweep.name, sweep.metric, sweep.mode,
+                           sweep.source, resume)
+            try:
+                return _fit(sweep, path, root, exp_dir, resolved, resume, echo, store, log)
+            except (SweepInterrupted, KeyboardInterrupt):
+                log.interrupted()
+                raise
     finally:
         disconnect(connection)
+
+
+@contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM -- what a scheduler, a container stop or `ray job stop` sends -- is handled as
+    Ctrl-C is: during `tuner.fit` by Tune's SIGINT handler (it stops the trials and saves its
+    state; the sweep ends with the `--resume` command), elsewhere as a KeyboardInterrupt."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def as_interrupt(signum, frame):
+        handler = signal.getsignal(signal.SIGINT)  # Tune's while it fits
+        if not callable(handler):
+            raise KeyboardInterrupt
+        handler(signal.SIGINT, frame)
+
+    before = signal.signal(signal.SIGTERM, as_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _fit(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: bool, echo,
+         store: Store, log: SweepLog) -> SweepOutcome:
+    """Tune's run of the sweep (new or restored), its end in MLflow and its report."""
+    echo(f"sweep {sweep.name}: {_trials_text(sweep)}; Tune state {exp_dir}; "
+         f"MLflow {store.uri} experiment {sweep.experiment!r}")
+    trainable = tune.with_resources(
+        tune.with_parameters(train_trial, sweep=sweep, finished=log.finished()),
+        TrialResources(sweep))
+    if resume:  # the logger comes back with Tune's state (see MLflowLogger.__reduce__)
+        tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_errored=True)
+    else:
+        logger = MLflowLogger(sweep, store.uri, echo)
+        tuner = tune.Tuner(trainable, param_space=sweep.param_space(),
+                           tune_config=tune_config(sweep),
+                           run_config=tune.RunConfig(
+                               name=sweep.name, storage_path=str(root),
+                               callbacks=[logger, StorageGuard(str(root)), *tune_loggers()],
+                               verbose=0,
+                               # every checkpoint is kept (~10 per trial, each one
+                               # state of the trial's models): with num_to_keep=1 Tune
+                               # deletes the previous one before its experiment state
+                               # stops naming it, and a sweep killed in between could
+                               # not resume (tests/test_resume.py, under load)
+                               checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
+                               failure_config=tune.FailureConfig(
+                                   max_failures=sweep.spec.tune.max_failures)))
+        exp_dir.mkdir(parents=True, exist_ok=True)
+        (exp_dir / SWEEP_COPY).write_text(resolved)
+    try:
+        with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"):  # our loggers: tune_loggers
+            results = tuner.fit()
+    except TrackingUnavailable as e:  # the MLflow store went away (see MLflowLogger)
+        raise SweepInterrupted(
+            f"sweep {sweep.name} stopped: {e}; the rounds logged so far are kept: once "
+            f"the store works, finish it with: fco-ray sweep {path} --resume") from None
+    except StorageFull as e:
+        raise SweepInterrupted(
+            f"sweep {sweep.name} stopped: {e}; its state is kept: once space is freed, "
+            f"finish it with: fco-ray sweep {path} --resume") from None
+    ended = results.num_terminated + results.num_errors
+    if ended < sweep.num_tune_trials():  # Tune stopped early (Ctrl-C, SIGTERM)
+        raise SweepInterrupted(
+            f"sweep {sweep.name} stopped with {ended}/{sweep.num_tune_trials()} Tune trials "
+            f"done; finish it with: fco-ray sweep {path} --resume")
+    best = log.finish(failed=results.num_errors > 0)
+    if sweep.spec.report is not False:  # `report: false` in the sweep file: no report
+        from ..report import (
+            report_after_sweep,  # matplotlib only when a report is drawn
+        )
+
+        report_after_sweep(log.parent_id, store.uri, echo)
+    return SweepOutcome(log.parent_id, log.experiment_id, store.uri, exp_dir, results,
+                        results.num_errors, best)
 
 
 def _check_resources(sweep: Sweep, connection, echo) -> None:

@@ -135,6 +135,15 @@ class SweepLog:
         if run is not None:
             self.store.client.log_artifacts(run, str(folder))
 
+    def interrupted(self) -> None:
+        """End the parent run KILLED (the sweep stopped before its trials did: Ctrl-C,
+        SIGTERM, a lost store); `--resume` sets it RUNNING again. A store that cannot be
+        written now (the one that was lost) keeps it RUNNING."""
+        try:
+            self.store.client.set_terminated(self.parent_id, "KILLED")
+        except Exception:  # noqa: BLE001 - the sweep is stopping for another reason: keep that one
+            pass
+
     def finish(self, failed: bool) -> pd.DataFrame:
         """Write the best configuration per algorithm on the parent run and close it."""
         parent = self.store.client.get_run(self.parent_id)
