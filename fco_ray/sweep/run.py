@@ -36,8 +36,9 @@ SWEEP_COPY = "fco_sweep.yaml"  # the resolved sweep kept with Tune's state, chec
 
 
 class SweepInterrupted(RuntimeError):
-    """Tune returned before every trial ended (Ctrl-C, SIGTERM, a lost store); the MLflow
-    parent run is ended KILLED, and `--resume` reopens it."""
+    """Tune returned before every trial ended (Ctrl-C, SIGTERM, a full disk, a lost store);
+    the MLflow parent run is ended KILLED (unless the store is the problem), and `--resume`
+    reopens it."""
 
 
 @dataclass
@@ -98,7 +99,7 @@ def _run_locked(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, re
                            sweep.source, resume)
             try:
                 return _fit(sweep, path, root, exp_dir, resolved, resume, echo, store, log)
-            except (SweepInterrupted, KeyboardInterrupt):
+            except KeyboardInterrupt:  # a second Ctrl-C / SIGTERM, or one outside Tune's fit
                 log.interrupted()
                 raise
     finally:
@@ -166,11 +167,13 @@ def _fit(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: b
             f"sweep {sweep.name} stopped: {e}; the rounds logged so far are kept: once "
             f"the store works, finish it with: fco-ray sweep {path} --resume") from None
     except StorageFull as e:
+        log.interrupted()
         raise SweepInterrupted(
             f"sweep {sweep.name} stopped: {e}; its state is kept: once space is freed, "
             f"finish it with: fco-ray sweep {path} --resume") from None
     ended = results.num_terminated + results.num_errors
     if ended < sweep.num_tune_trials():  # Tune stopped early (Ctrl-C, SIGTERM)
+        log.interrupted()
         raise SweepInterrupted(
             f"sweep {sweep.name} stopped with {ended}/{sweep.num_tune_trials()} Tune trials "
             f"done; finish it with: fco-ray sweep {path} --resume")
