@@ -131,7 +131,8 @@ def check_npz_sizes(path: Path, what: str) -> None:
             size = math.prod(shape) * dtype.itemsize
             total, count = total + size, count + 1
             largest = max(largest, (size, f"{member} of shape {shape} ({dtype})"))
-    check_declared(path, what, total, f"{count} arrays (the largest: {largest[1]})")
+    check_declared(path, what, total, f"{count} array{'s' if count != 1 else ''} (the largest: "
+                   f"{largest[1]})")
 
 
 def load_snapshot(folder: str | Path) -> Snapshot:

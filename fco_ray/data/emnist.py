@@ -90,8 +90,8 @@ def _check_declared_sizes(file: Path, examples, ids: list[str]) -> None:
             size = math.prod(shape) * itemsize
             total += size
             largest = max(largest, (size, f"examples/{cid}/{name} of shape {shape}"))
-    check_declared(file, "EMNIST file", total, f"arrays of {len(ids)} clients (the largest: "
-                   f"{largest[1]})")
+    clients = f"{len(ids)} client" + ("s" if len(ids) != 1 else "")
+    check_declared(file, "EMNIST file", total, f"the arrays of {clients} (the largest: {largest[1]})")
 
 
 def load_emnist(path: str | Path, only_digits: bool = True, clients: int | None = None,
