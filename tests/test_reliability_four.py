@@ -246,7 +246,7 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
     from fco_ray.tracking.store import Store
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    sweep = {**SWEEP, "name": "term", "rounds": 5000, "eval_every": 50, "algorithms": ["fedmid"],
+    sweep = {**SWEEP, "name": "term", "rounds": 500_000, "eval_every": 1000, "algorithms": ["fedmid"],
              "tune": {"metric": "f1", "mode": "max", "max_concurrent": 1},
              "tracking": {"uri": uri}}
     (tmp_path / "term.yaml").write_text(yaml.safe_dump(sweep))
@@ -261,7 +261,7 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
             experiment = store.experiment_id("term", create=False)
             parent = find_parent(store, experiment, "term") if experiment else None
             runs = store.search(experiment, "tags.`fco.role` = 'trial'") if parent else []
-            if runs and store.last_step(runs[0].info.run_id, "f1") >= 50:
+            if runs and store.last_step(runs[0].info.run_id, "f1") >= 1000:
                 break
             assert driver.poll() is None, driver.communicate()
             time.sleep(0.5)
@@ -273,8 +273,11 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
             driver.wait()
     assert driver.returncode == 1, err[-3000:]
     last = err.strip().splitlines()[-1]
-    assert last.startswith("fco-ray: error: SweepInterrupted: sweep term stopped") and "--resume" in last, err[-3000:]
-    assert store.client.get_run(parent.info.run_id).info.status == "KILLED"
+    assert last.startswith("fco-ray: error: SweepInterrupted: sweep term stopped by SIGTERM"), err[-3000:]
+    assert last.endswith("finish it with: fco-ray sweep term.yaml --resume"), last
+    assert "Traceback" not in err and "SIGTERM received" not in err, err[-3000:]
+    assert store.client.get_run(parent.info.run_id).info.status == "KILLED"  # not left RUNNING
+    assert {r.info.status for r in store.search(experiment, "tags.`fco.role` = 'trial'")} == {"KILLED"}
 
 
 # --- 6. sizes declared inside data files -----------------------------------------------------------

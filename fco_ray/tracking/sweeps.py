@@ -136,13 +136,14 @@ class SweepLog:
             self.store.client.log_artifacts(run, str(folder))
 
     def interrupted(self) -> None:
-        """End the parent run KILLED (the sweep stopped before its trials did: Ctrl-C,
-        SIGTERM, a lost store); `--resume` sets it RUNNING again. A store that cannot be
-        written now (the one that was lost) keeps it RUNNING."""
-        try:
-            self.store.client.set_terminated(self.parent_id, "KILLED")
-        except Exception:  # noqa: BLE001 - the sweep is stopping for another reason: keep that one
-            pass
+        """End the parent run and its running child runs KILLED (the sweep stopped before
+        its trials did: Ctrl-C, SIGTERM, a full disk); `--resume` sets them RUNNING again
+        and continues each child run after its last logged round."""
+        parent = self.store.client.get_run(self.parent_id)
+        for run in children(self.store, parent):
+            if run.info.status == "RUNNING":
+                self.store.client.set_terminated(run.info.run_id, "KILLED")
+        self.store.client.set_terminated(self.parent_id, "KILLED")
 
     def finish(self, failed: bool) -> pd.DataFrame:
         """Write the best configuration per algorithm on the parent run and close it."""
