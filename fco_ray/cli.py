@@ -277,8 +277,6 @@ def add_report(sub) -> None:
 
 
 def cmd_report(args) -> int:
-    from .report import render_report
-
     sweep, uri = args.sweep, args.tracking_uri
     if _is_sweep_file(sweep):
         from .sweep import read_sweep_file
@@ -286,7 +284,10 @@ def cmd_report(args) -> int:
         spec = read_sweep_file(sweep)
         sweep, uri = spec.name, uri or spec.tracking.uri
     check_sweep_key(sweep, "report")  # a name or a parent run id (32 hex digits) alike
-    index = render_report(sweep, tracking_uri=_existing_store(uri), out_dir=args.out,
+    uri = _existing_store(uri)
+    from .report import render_report  # matplotlib: once the input is checked
+
+    index = render_report(sweep, tracking_uri=uri, out_dir=args.out,
                           dashboard=args.dashboard, ui_url=args.mlflow_ui)
     print(f"report: {index} (also attached to the sweep's parent run under report/)")
     return EXIT_OK

@@ -135,6 +135,9 @@ def test_numpy_numbers_are_the_numbers_they_hold():
     cfg = resolve({**RUN, "seed": np.uint64(2**40), "rounds": np.int32(7),
                    "algorithm": {**RUN["algorithm"], "client_lr": np.float32(0.5)}})
     assert (cfg.seed, cfg.rounds, cfg.algorithm.client_lr) == (2**40, 7, 0.5)
+    with pytest.raises(ConfigError, match=r"^seed: Input should be less than 9223372036854775808 "
+                                          r"\(got 9223372036854775813\)$"):  # was "Unable to parse"
+        resolve({**RUN, "seed": np.uint64(2**63 + 5)})
     points = expand(RUN, {"algorithm.client_lr": np.array([0.01, 0.02]), "seed": [np.int64(3)]})
     assert [(p["algorithm.client_lr"], c.seed) for p, c in points] == [(0.01, 3), (0.02, 3)]
 

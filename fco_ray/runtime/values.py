@@ -72,8 +72,8 @@ def check_grid(grid, what: str = "grid") -> dict:
     for key, values in grid.items():
         try:
             check_grid_values(key, values)
-        except ValueError as e:
-            raise ConfigError(f"{what}: {e}") from None
+        except ValueError as e:  # it names the grid and the key
+            raise ConfigError(str(e)) from None
         total *= len(values)
     if total > MAX_CONFIGURATIONS:
         axes = " x ".join(f"{k} ({len(v)})" for k, v in grid.items())
