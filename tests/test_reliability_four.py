@@ -369,6 +369,24 @@ def test_a_ray_client_address_at_a_server_that_is_not_ray_fails_fast(capsys, wor
         srv.shutdown()
 
 
+def test_a_ray_client_server_passes_the_probe():
+    """Ray's own client server (what `ray start --head` serves on 10001) answers the probe."""
+    import socket
+
+    from ray.util.client.server.server import serve
+
+    from fco_ray.backends.cluster import _check_listening
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = serve("127.0.0.1", port)
+    try:
+        _check_listening(f"ray://127.0.0.1:{port}")
+    finally:
+        server.stop(0)
+
+
 def test_a_deleted_working_directory_is_named(capsys, tmp_path, monkeypatch):
     gone = tmp_path / "gone"
     gone.mkdir()
