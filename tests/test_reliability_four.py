@@ -394,6 +394,10 @@ def test_a_deleted_working_directory_is_named(capsys, tmp_path, monkeypatch):
     gone.rmdir()
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     refused(capsys, ["runs", "p3"], "the working directory no longer exists")
+    from fco_ray.tracking.store import default_uri
+
+    with pytest.raises(ConfigError, match="the working directory no longer exists"):  # the API's default
+        default_uri()
 
 
 def test_a_libsvm_qid_that_is_not_an_integer_names_its_line(tmp_path):

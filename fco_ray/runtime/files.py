@@ -308,8 +308,9 @@ def set_key(tree: dict, path: str, value, what: str) -> None:
     `what` says where the key came from in errors (`--set`, a grid key of the API)."""
     keys = path.strip().split(".") if isinstance(path, str) else None
     if keys is None or not all(k.strip() for k in keys):  # `a..b`, `.a`, `a.`: never repaired
+        example = "algorithm.client_lr=0.01" if what == "--set" else "algorithm.client_lr"
         raise ConfigError(f"{what} {short_repr(path)}: a key path is names joined by single "
-                          "dots (e.g. algorithm.client_lr=0.01); this one has an empty part")
+                          f"dots (e.g. {example}); this one has an empty part")
     node = tree
     for k in keys[:-1]:
         node = node.setdefault(k, {})

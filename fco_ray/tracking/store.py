@@ -43,7 +43,14 @@ EXPERIMENT_KIND, TRAINING_KIND = "mlflow.experimentKind", "custom_model_developm
 
 def default_uri() -> str:
     """`MLFLOW_TRACKING_URI` if set, else the SQLite file `mlflow.db` in the working directory."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    try:
+        return f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+    except FileNotFoundError:
+        raise ConfigError("the working directory no longer exists (it was deleted or moved), and "
+                          "the default MLflow store is mlflow.db in it: change to an existing "
+                          "directory, or give a tracking URI") from None
 
 
 class TrackingUnavailable(RuntimeError):
