@@ -244,7 +244,10 @@ def test_a_store_of_a_newer_mlflow_is_named_as_such(capsys, workdir):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path, sig):
+    """SIGTERM died in Ray's handler (rc 1, no message, parent RUNNING); Ctrl-C exited 0 and
+    ended the parent FINISHED with its trials unfinished."""
     from fco_ray.tracking.queries import find_parent
     from fco_ray.tracking.store import Store
 
@@ -268,7 +271,7 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
                 break
             assert driver.poll() is None, driver.communicate()
             time.sleep(0.5)
-        driver.send_signal(signal.SIGTERM)  # the driver only, as a scheduler would
+        driver.send_signal(sig)  # the driver only, as a scheduler would
         _, err = driver.communicate(timeout=120)
     finally:
         if driver.poll() is None:
@@ -276,7 +279,7 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
             driver.wait()
     assert driver.returncode == 1, err[-3000:]
     last = err.strip().splitlines()[-1]
-    assert last.startswith("fco-ray: error: SweepInterrupted: sweep term stopped by SIGTERM"), err[-3000:]
+    assert last.startswith(f"fco-ray: error: SweepInterrupted: sweep term stopped by {sig.name}"), err[-3000:]
     assert last.endswith("finish it with: fco-ray sweep term.yaml --resume"), last
     assert "Traceback" not in err and "SIGTERM received" not in err, err[-3000:]
     assert store.client.get_run(parent.info.run_id).info.status == "KILLED"  # not left RUNNING
