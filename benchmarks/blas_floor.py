@@ -2,7 +2,7 @@
 makes per step (residuals (G, d) x (d, B), gradient (G, B) x (B, d); E1: d = 1024, B = 10),
 beside a large product for this core's double-precision peak. CPU time, one BLAS thread.
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/blas_floor.py [--group 35]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/blas_floor.py [--group 35] [--quick]
 """
 import argparse
 import time
@@ -25,9 +25,11 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=35)
     parser.add_argument("--dim", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: fewer, smaller products")
     args = parser.parse_args()
     g, d, b = args.group, args.dim, args.batch
-    for m, k, n, repeats in [(2000, 2000, 2000, 3), (g, d, b, 2000), (g, b, d, 2000)]:
+    big, repeats = (300, 20) if args.quick else (2000, 2000)
+    for m, k, n, repeats in [(big, big, big, 3), (g, d, b, repeats), (g, b, d, repeats)]:
         rate, seconds = gflops(m, k, n, repeats)
         print(f"{m} x {k} x {n}: {rate:.1f} GFLOP/s, {seconds * 1e6:.1f} us per product")
 

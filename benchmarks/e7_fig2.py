@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def plan(sweep: dict, only: dict[str, list[float]],
 def run_all(args, sweep: dict, runs: list, done: set) -> None:
     """Run the planned runs not yet in `args.out`: per (algorithm, twin) the step sizes as
     ONE fused group (`fco_ray.core.engine.run_rounds`: one pass over each node's data per exchange
-    for every step size; each member's rows equal its own run, tests/test_svrg_fused.py).
+    for every step size; each member's rows equal its own run, tests/engine/test_svrg_fused.py).
     Member rows go to `<out>.progress` as they come (a cut run can still be reported);
     a finished group appends one "run" line per member to `args.out`."""
     from fco_ray.algorithms import ALGORITHMS
@@ -253,8 +254,12 @@ def main() -> int:
     ap.add_argument("--twin", nargs="*", type=float, default=[], help="FSVRGR step sizes")
     ap.add_argument("--rounds", type=int, default=0, help="0: the sweep file's")
     ap.add_argument("--eval-every", type=int, default=1, help="metrics every this many rounds")
-    ap.add_argument("--out", default=str(ROOT / "results" / "e7_fig2.jsonl"))
-    ap.add_argument("--figures", default=str(ROOT / "results"))
+    ap.add_argument("--out", default=None, help="default results/e7_fig2.jsonl")
+    ap.add_argument("--figures", default=None, help="default results/")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: the sweep's problem at 30 nodes, 3 rounds, two step sizes of "
+                         "each algorithm, one FSVRGR twin; results and figures in a temporary "
+                         "directory unless --out / --figures name them")
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--also", nargs="*", default=[], help="more result files for the table and figures")
     ap.add_argument("--cut", nargs=2, action="append", default=[], metavar=("PROGRESS", "SECONDS"),
@@ -262,6 +267,14 @@ def main() -> int:
                          "per round as method=s,... (its rows so far enter as status 'cut')")
     args = ap.parse_args()
     sweep = yaml.safe_load(Path(args.sweep).read_text())
+    results = Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else ROOT / "results"
+    args.out, args.figures = args.out or str(results / "e7_fig2.jsonl"), args.figures or str(results)
+    if args.quick:
+        grid = sweep.get("search", {}).get("grid", {}).get("algorithm.client_lr", [1.0])
+        sweep["problem"] = {**sweep["problem"], "clients": 30}
+        args.rounds, args.twin = args.rounds or 3, args.twin or [float(grid[0])]
+        args.only = args.only or [f"{name}={','.join(map(str, grid[:2]))}"
+                                  for name in sweep["algorithms"] if name != "cocoa_plus"]
     out = Path(args.out)
     lines = [json.loads(s) for s in out.read_text().splitlines()] if out.is_file() else []
     for extra in args.also:  # other runs' files (e.g. a second process), for the table and figures

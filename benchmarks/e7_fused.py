@@ -25,6 +25,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,8 +67,15 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--methods", nargs="*", default=["fsvrg", "gd", "fsvrg_naive", "dane"])
     ap.add_argument("--grid", nargs="*", type=float, default=GRID)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e7_fused.md"))
+    ap.add_argument("--out", default=None, help="default benchmarks/results/e7_fused.md")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: 30 nodes, one repeat, fsvrg and gd on 3 step sizes, the "
+                         "results in a temporary directory unless --out names one")
     args = ap.parse_args()
+    if args.quick:
+        args.clients, args.repeats, args.methods, args.grid = 30, 1, ["fsvrg", "gd"], GRID[:3]
+    args.out = args.out or str((Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else
+                                ROOT / "benchmarks" / "results") / "e7_fused.md")
     load_before = os.getloadavg()
     problem = build_problem(parse_problem({"name": "sparse_text_logreg", "clients": args.clients}), 0)
     train = problem.train

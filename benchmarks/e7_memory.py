@@ -22,6 +22,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -143,10 +144,17 @@ def main() -> int:
     ap.add_argument("--chunk-size", type=int, default=1024)
     ap.add_argument("--fused", type=int, default=7,
                     help="at --round-at, also one fused round of this many step sizes (0: none)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e7_memory.md"))
+    ap.add_argument("--out", default=None, help="default benchmarks/results/e7_memory.md")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--round", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: 30 nodes with a round and a fused round of 2, the page in a "
+                         "temporary directory unless --out names one")
     args = ap.parse_args()
+    if args.quick:
+        args.clients, args.round_at, args.fused = [30], 30, 2
+    args.out = args.out or str((Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else
+                                ROOT / "benchmarks" / "results") / "e7_memory.md")
     if args.child:
         print(json.dumps(child(args.child, args.round, args.chunk_size, args.fused)))
         return 0

@@ -31,6 +31,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -170,8 +171,15 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=10000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--h", type=float, default=300.0)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e7_round.md"))
+    ap.add_argument("--out", default=None, help="default benchmarks/results/e7_round.md")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: 30 nodes, one repeat, the results in a temporary directory "
+                         "unless --out names one")
     args = ap.parse_args()
+    if args.quick:
+        args.clients, args.repeats = 30, 1
+    args.out = args.out or str((Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else
+                                ROOT / "benchmarks" / "results") / "e7_round.md")
     load_before = os.getloadavg()
     build_s, (_, build_cpu), problem = timed(lambda: build_problem(
         parse_problem({"name": "sparse_text_logreg", "clients": args.clients}), 0))

@@ -3,6 +3,7 @@ earlier one (the two-loop engine), interleaved A, B, A, B, ... in fresh processe
 see the same load.
 
     .venv/bin/python benchmarks/engine_unit.py --baseline DIR [--rounds R] [--repeats N] [--out FILE]
+    .venv/bin/python benchmarks/engine_unit.py --quick  (a smoke run: this checkout against itself)
 
 DIR is another checkout of fco-ray (e.g. `git worktree add /tmp/fco-base a73aa4f`). Each sample
 is one process that runs `fco_ray.run` on E1 (lasso at the paper's defaults, FedDualAvg at the
@@ -19,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from statistics import median
 
@@ -50,11 +52,21 @@ def sample(checkout: Path, rounds: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", type=Path, required=True)
+    parser.add_argument("--baseline", type=Path, default=None, help="required but with --quick")
     parser.add_argument("--rounds", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/engine_unit.md")
+    parser.add_argument("--out", type=Path, default=None, help="default benchmarks/results/engine_unit.md")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: 20 rounds, one sample each, this checkout as the baseline "
+                             "unless --baseline names one, the results in a temporary directory "
+                             "unless --out names one")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.repeats, args.baseline = 20, 1, args.baseline or ROOT
+    elif args.baseline is None:
+        parser.error("--baseline is required (or --quick)")
+    args.out = args.out or (Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else
+                            ROOT / "benchmarks" / "results") / "engine_unit.md"
     started, load0 = _dt.datetime.now(), os.getloadavg()
     times: dict[str, list[float]] = {"baseline": [], "this": []}
     for _ in range(args.repeats):

@@ -1,7 +1,7 @@
 """MLflow writes to a local SQLite store: rollback journal (SQLite's default) vs write-ahead
 log (what fco_ray.tracking.store.Store sets), side by side, interleaved.
 
-    .venv/bin/python benchmarks/mlflow_sqlite.py [--runs 20] [--rounds 5] [--repeats 3]
+    .venv/bin/python benchmarks/mlflow_sqlite.py [--runs 20] [--rounds 5] [--repeats 3] [--quick]
 
 Each case: a fresh store, `--runs` runs, then `--rounds` rounds of one `log_batch` of 8
 metrics per run (what a sweep's driver writes per evaluated round and configuration).
@@ -46,7 +46,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: 2 runs, 2 rounds, one repeat, the page in a temporary "
+                             "directory")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.rounds, args.repeats = 2, 2, 1
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     times = {"delete": [], "wal": []}
     for _ in range(args.repeats):
@@ -61,7 +66,8 @@ def main() -> None:
         lines.append(f"| {mode} | {min(values) * 1e3:.1f} / {median(values) * 1e3:.1f} |")
     lines += ["", f"rollback journal / write-ahead log (medians): "
               f"{median(times['delete']) / median(times['wal']):.1f}x"]
-    out = ROOT / "benchmarks/results/mlflow_sqlite.md"
+    out = (Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else
+           ROOT / "benchmarks" / "results") / "mlflow_sqlite.md"
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -71,7 +71,10 @@ def main() -> None:
     parser.add_argument("--code", default=str(ROOT), help="checkouts to import fco_ray from, comma-separated")
     parser.add_argument("--out", default=None)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 4 runs x 2 rows, one repeat")
     args = parser.parse_args()
+    if args.quick and not args.child:
+        args.runs, args.evals, args.repeats = 4, 2, 1
     if args.child:
         print(measure(args.runs, args.evals))
         return

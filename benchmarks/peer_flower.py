@@ -1,7 +1,7 @@
 """Peer comparison: one FedAvg task in fco_ray (local and ray backends) and in Flower.
 
     .venv/bin/python benchmarks/peer_flower.py [--repeats 3] [--rounds 200]
-        [--tasks e1,e1_1000] [--flwr 1.41.0] [--out benchmarks/results/peer_flower.md]
+        [--tasks e1,e1_1000] [--flwr 1.41.0] [--out benchmarks/results/peer_flower.md] [--quick]
 
 The task (E1 data with lam = 0, i.e. plain least squares, FedAvg): `lasso` problem of
 fco_ray with lam = 0 built by fco_ray itself (so the comparison follows the problem's
@@ -45,10 +45,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fco_ray.algorithms import ALGORITHMS  # noqa: E402
-from fco_ray.api import make_problem, resolve  # noqa: E402
-from fco_ray.backends.local import LocalBackend  # noqa: E402
+from fco_ray.api import resolve  # noqa: E402
+from fco_ray.backends import make_backend  # noqa: E402
 from fco_ray.core.engine import run_rounds  # noqa: E402
+from fco_ray.core.plan import prepare_one  # noqa: E402
 
 VENV = ROOT / "benchmarks" / ".venv-flower"
 TASKS = {
@@ -137,26 +137,21 @@ class TimedBackend:
 
 
 def run_ours(problem, cfg: dict, backend_name: str, rounds: int) -> dict:
-    run_cfg = resolve(cfg)
-    algorithm = ALGORITHMS["fedavg"](run_cfg.algorithm)
+    prepared = prepare_one(resolve(cfg), problem)  # the task's problem, built once per task
     t0 = time.perf_counter()
-    if backend_name == "local":
-        backend = LocalBackend(problem)
-    else:
-        from fco_ray.backends.ray_backend import RayBackend
-
-        backend = RayBackend(problem, actors=2)
+    backend = make_backend({"name": "local"} if backend_name == "local" else
+                           {"name": "ray", "actors": 2}, problem)
     setup = time.perf_counter() - t0
     timed = TimedBackend(backend)
     try:
-        result = run_rounds(problem, algorithm, timed, rounds=rounds, eval_every=rounds,
-                            seed=cfg["seed"])
+        (result,) = run_rounds(problem, prepared.group(), timed, rounds=rounds, eval_every=rounds,
+                               seed=cfg["seed"])
     finally:
         t = time.perf_counter()
         backend.close()
         close = time.perf_counter() - t
     assert result.status == "finished", result.status
-    params = algorithm.output(problem, result.state)
+    params = prepared.model(0, result)
     return {**steady(timed.starts), "setup_s": setup, "first_round_start_s": timed.starts[0] - t0,
             "close_s": close, "final_loss": problem.loss(params)}
 
@@ -196,17 +191,25 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=200)
     p.add_argument("--tasks", default="e1,e1_1000")
     p.add_argument("--flwr", default="1.41.0", help="flwr version for the Flower venv")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "peer_flower.md"))
+    p.add_argument("--out", default=None, help="default benchmarks/results/peer_flower.md")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run of fco_ray's side only (no Flower venv): task e1, one repeat "
+                        "of a few rounds on both backends, the JSON record in a temporary "
+                        "directory unless --out names one")
     args = p.parse_args()
+    if args.quick:
+        args.repeats, args.rounds, args.tasks = 1, SKIP + 5, "e1"
+    args.out = args.out or str((Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else
+                                ROOT / "benchmarks" / "results") / "peer_flower.md")
     tasks = args.tasks.split(",")
-    python = flower_python(args.flwr)
+    python = None if args.quick else flower_python(args.flwr)
     import ray
 
     import fco_ray
 
     versions = {"fco_ray": {"fco_ray": fco_ray.__version__, "ray": ray.__version__,
                             "numpy": np.__version__, "python": platform.python_version()},
-                "flower": flower_versions(python)}
+                "flower": flower_versions(python) if python else {}}
     res = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "versions": versions,
            "command": "python benchmarks/peer_flower.py " + shlex.join(sys.argv[1:]),
            "load_start": load(), "nproc": os.cpu_count(), "cpu": cpu_model(),
@@ -216,15 +219,16 @@ def main() -> None:
         work = Path(tmp)
         problems = {}
         for task in tasks:
-            problems[task] = make_problem(resolve(task_config(task, 0)))
+            problems[task] = prepare_one(resolve(task_config(task, 0))).problem
             res.setdefault("loss_scale", {})[task] = write_task_data(problems[task],
                                                                      work / f"{task}.npz")
         for rep in range(args.repeats):
             for task in tasks:
                 problem, cfg = problems[task], task_config(task, rep)
                 row = {"task": task, "seed": rep, "load": load()}
-                row["flower"] = run_flower(python, problem, work / f"{task}.npz", task, rep,
-                                           args.rounds, work)
+                if python:
+                    row["flower"] = run_flower(python, problem, work / f"{task}.npz", task, rep,
+                                               args.rounds, work)
                 row["local"] = run_ours(problem, cfg, "local", args.rounds)
                 row["ray"] = run_ours(problem, cfg, "ray", args.rounds)
                 res["runs"].append(row)
@@ -232,8 +236,9 @@ def main() -> None:
     res["load_end"] = load()
     out = Path(args.out)
     out.with_suffix(".json").write_text(json.dumps(res, indent=1))
-    out.write_text(markdown(res))
-    print(f"wrote {out}", flush=True)
+    if python:  # the page compares with Flower: not without it (--quick)
+        out.write_text(markdown(res))
+    print(f"wrote {out if python else out.with_suffix('.json')}", flush=True)
 
 
 def cpu_model() -> str:

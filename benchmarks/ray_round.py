@@ -1,7 +1,7 @@
 """What one round costs on the ray backend beside the local one, and where it goes.
 
     .venv/bin/python benchmarks/ray_round.py [--blocks 4] [--rounds 60] [--tasks e1,e1_1000]
-        [--out benchmarks/results/ray_round.md]
+        [--out benchmarks/results/ray_round.md] [--quick]
 
 The FedAvg task of benchmarks/peer_flower.py (E1 with lam = 0: 64 clients x 128, 10 per
 round; and 1,000 clients x 32, 100 per round; K = 10, batch 10), one process, one private
@@ -25,6 +25,7 @@ import datetime as _dt
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from statistics import median
@@ -37,14 +38,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from peer_flower import task_config  # noqa: E402
 
-from fco_ray.algorithms import ALGORITHMS  # noqa: E402
-from fco_ray.api import make_problem, resolve  # noqa: E402
-from fco_ray.backends import (
-    cluster,  # noqa: E402
-    ray_backend,  # noqa: E402
-)
-from fco_ray.backends.local import LocalBackend  # noqa: E402
-from fco_ray.core.group import make_group  # noqa: E402
+from fco_ray.api import resolve  # noqa: E402
+from fco_ray.backends import cluster, make_backend  # noqa: E402
+from fco_ray.core.plan import prepare_one  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
 
 MODES = ("local", "ray", "noop", "noop_ref")
@@ -58,9 +54,9 @@ def load() -> str:
 def block(mode: str, problem, algorithm, rounds: int, noop_actors) -> list[float]:
     """Seconds per round of `rounds` rounds on `mode` (the first SKIP not counted)."""
     if mode == "local":
-        backend = LocalBackend(problem)
+        backend = make_backend({"name": "local"}, problem)
     elif mode == "ray":
-        backend = ray_backend.RayBackend(problem, actors=2, cpus_per_actor=0.5)
+        backend = make_backend({"name": "ray", "actors": 2, "cpus_per_actor": 0.5}, problem)
         backend.stats()  # the actors are up
     state = algorithm.server_init(problem, problem.init_params(np.random.default_rng(0)))
     times = []
@@ -90,8 +86,15 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=4, help="cycles of one block per mode")
     p.add_argument("--rounds", type=int, default=60)
     p.add_argument("--tasks", default="e1,e1_1000")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ray_round.md"))
+    p.add_argument("--out", default=None, help="default benchmarks/results/ray_round.md")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run: task e1, one block of a few rounds, the results in a "
+                        "temporary directory unless --out names one")
     args = p.parse_args()
+    if args.quick:
+        args.blocks, args.rounds, args.tasks = 1, SKIP + 3, "e1"
+    args.out = args.out or str((Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else
+                                ROOT / "benchmarks" / "results") / "ray_round.md")
     import ray
 
     res = {"date": _dt.datetime.now().isoformat(timespec="seconds"),
@@ -108,9 +111,8 @@ def main() -> None:
         ray.get([a.call.remote(None, None, None) for a in noop_actors])
         noop_actors.append(ray.put(b"x" * 355))  # a ref of the size of FedAvg's pickle
         for task in args.tasks.split(","):
-            cfg = resolve(task_config(task, 0))
-            problem = make_problem(cfg)
-            algorithm = make_group([ALGORITHMS["fedavg"](cfg.algorithm)])
+            prepared = prepare_one(resolve(task_config(task, 0)))
+            problem, algorithm = prepared.problem, prepared.group()
             for cycle in range(args.blocks):
                 row = {"task": task, "cycle": cycle, "load": load()}
                 for mode in MODES:

@@ -30,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -73,15 +74,13 @@ def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
-    from fco_ray.algorithms import ALGORITHMS
-    from fco_ray.api import make_problem, resolve
-    from fco_ray.backends import cluster
-    from fco_ray.backends.local import LocalBackend
-    from fco_ray.backends.ray_backend import RayBackend
+    from fco_ray.api import resolve
+    from fco_ray.backends import cluster, make_backend
+    from fco_ray.core.plan import prepare_one
     from fco_ray.ops.random import Key
 
     spec = WORKLOADS[workload]
-    grid = spec["grid"][:2] if quick else spec["grid"]
+    grid = spec["grid"][:1] if quick else spec["grid"]
     connection = cluster.connect(num_cpus=2)
     rows = []
     try:
@@ -90,11 +89,11 @@ def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
             cfg = resolve({"problem": spec["problem"], "seed": 0, "algorithm": {
                 "name": spec["algorithm"], "client_lr": spec["client_lr"], "local_steps": steps,
                 "batch_size": 10, "clients_per_round": per_round}})
-            problem = problem or make_problem(cfg)
-            algorithm = ALGORITHMS[cfg.algorithm.name](cfg.algorithm)
-            backends = {"local": LocalBackend(problem),
-                        "ray1": RayBackend(problem, actors=1, cpus_per_actor=0.5),
-                        "ray2": RayBackend(problem, actors=2, cpus_per_actor=0.5)}
+            prepared = prepare_one(cfg, problem)  # the workload's problem, built once
+            problem, algorithm = prepared.problem, prepared.group()
+            backends = {"local": make_backend({"name": "local"}, problem),
+                        "ray1": make_backend({"name": "ray", "actors": 1, "cpus_per_actor": 0.5}, problem),
+                        "ray2": make_backend({"name": "ray", "actors": 2, "cpus_per_actor": 0.5}, problem)}
             times = {k: [] for k in backends}
             cpu = {k: [] for k in backends}  # CPU seconds on the round's critical path
             split = {k: [] for k in backends}  # (driver CPU, [each actor's CPU]) per round
@@ -137,12 +136,18 @@ def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cycles", type=int, default=10, help="timed rounds per backend")
-    p.add_argument("--quick", action="store_true", help="2 grid points per workload")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run: the first grid point of lasso, default threads, 2 cycles, "
+                        "the results in a temporary directory unless --out names one")
     p.add_argument("--workloads", default="mlp,lasso")
     p.add_argument("--threads", default="pinned,default")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ray_scaling.md"))
+    p.add_argument("--out", default=None, help="default benchmarks/results/ray_scaling.md")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.quick and not args.worker:
+        args.cycles, args.workloads, args.threads = 2, "lasso", "default"
+    args.out = args.out or str((Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else
+                                ROOT / "benchmarks" / "results") / "ray_scaling.md")
     if args.worker:
         print("ROWS " + json.dumps(worker(args.worker, args.cycles, args.quick)), flush=True)
         return

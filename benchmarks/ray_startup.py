@@ -1,6 +1,7 @@
 """Where the ray backend's fixed cost goes: starting Ray, the actors, the first round.
 
     .venv/bin/python benchmarks/ray_startup.py [--repeats 3] [--out benchmarks/results/ray_startup.md]
+        [--quick]
 
 Every measurement is a fresh Python process running E1 (64 clients x 128, d = 1024,
 FedAvg, K = 10, batch 10, 10 clients per round) on the ray backend with 2 actors, timing:
@@ -52,17 +53,17 @@ import json, sys, time
 t0 = time.perf_counter()
 import numpy as np
 import ray
-from fco_ray.backends import cluster
-from fco_ray.algorithms import ALGORITHMS
-from fco_ray.api import make_problem, resolve
-from fco_ray.backends.ray_backend import RayBackend
+from fco_ray.api import resolve
+from fco_ray.backends import cluster, make_backend
+from fco_ray.core.plan import prepare_one
 from fco_ray.ops.random import Key
 out = {"import": time.perf_counter() - t0}
 mode, address = sys.argv[1], sys.argv[2]
 cfg = resolve({"problem": {"name": "lasso", "lam": 0.0}, "algorithm": {"name": "fedavg",
                "client_lr": 1e-3, "local_steps": 10, "batch_size": 10, "clients_per_round": 10}})
-problem = make_problem(cfg)
-algorithm = ALGORITHMS["fedavg"](cfg.algorithm)
+prepared = prepare_one(cfg)
+problem, algorithm = prepared.problem, prepared.group()
+RAY_BACKEND = {"name": "ray", "actors": 2}
 def timed_run(backend_of, out):
     t = time.perf_counter()
     backend = backend_of()
@@ -93,10 +94,10 @@ out["ray"] = time.perf_counter() - t
 if mode.endswith("_2nd"):
     # a first run in this process (not timed here), then the timed second one on the same
     # problem built again, as a loop of runs or run_grid would
-    timed_run(lambda: RayBackend(problem, actors=2), {}).close()
-    problem = make_problem(cfg)
+    timed_run(lambda: make_backend(RAY_BACKEND, problem), {}).close()
+    problem = prepare_one(cfg).problem
     out["ray"] = 0.0  # connected already
-backend = timed_run(lambda: RayBackend(problem, actors=2), out)
+backend = timed_run(lambda: make_backend(RAY_BACKEND, problem), out)
 out["reused"] = bool(getattr(backend, "reused", False))
 t = time.perf_counter()
 backend.close()
@@ -134,8 +135,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--modes", default="fco_ray_full,fco_ray,connected_2nd,reused_2nd,joined")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ray_startup.md"))
+    p.add_argument("--out", default=None, help="default benchmarks/results/ray_startup.md")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run: one repeat of the modes fco_ray and joined, the results in a "
+                        "temporary directory unless --out names one")
     args = p.parse_args()
+    if args.quick:
+        args.repeats, args.modes = 1, "fco_ray,joined"
+    args.out = args.out or str((Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else
+                                ROOT / "benchmarks" / "results") / "ray_startup.md")
     tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # private Ray temp dir (short paths)
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
            "PYTHONPATH": str(ROOT), "RAY_TMPDIR": tmp}

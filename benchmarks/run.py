@@ -40,14 +40,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fco_ray.algorithms import ALGORITHMS  # noqa: E402
-from fco_ray.backends.local import LocalBackend  # noqa: E402
-from fco_ray.core.engine import INIT_TAG, evaluate, run_rounds  # noqa: E402
+from fco_ray import ALGORITHMS  # noqa: E402
+from fco_ray.api import resolve  # noqa: E402
+from fco_ray.backends import make_backend  # noqa: E402
+from fco_ray.core.engine import INIT_TAG, run_rounds  # noqa: E402
+from fco_ray.core.group import evaluate_one, make_group  # noqa: E402
+from fco_ray.core.plan import build as build_problem  # noqa: E402
 from fco_ray.ops.random import Key, generator, sample_clients  # noqa: E402
-from fco_ray.problems import PROBLEMS  # noqa: E402
 
 E1_ALGORITHMS = ["fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp"]
-# stable rates (tests/test_claims.py); a diverged run stops early and is refused below
+# stable rates (tests/engine/test_claims.py); a diverged run stops early and is refused below
 E1_RATES = {"client_lr": 1e-3, "server_lr": 1.0}
 E2_RATES = {"client_lr": 1e-3, "server_lr": 5.0}
 GiB = 2**30
@@ -150,8 +152,14 @@ def rescale_roofline(res: dict, start: dict, end: dict) -> None:
 # helpers
 # ---------------------------------------------------------------------------------------
 def build(name: str, **params):
-    spec = PROBLEMS[name]
-    return spec.build(spec.params(name=name, **params), 0)
+    """Problem `name` with these parameters (the rest at their defaults), seed 0, built as
+    every run builds it (`fco_ray.core.plan.build` of a validated configuration)."""
+    return build_problem(resolve({"problem": {"name": name, **params},
+                                  "algorithm": {"name": "feddualavg"}, "seed": 0}))
+
+
+def LocalBackend(problem, **options):  # noqa: N802  (the backend a run config names)
+    return make_backend({"name": "local", **options}, problem)
 
 
 def make_algorithm(name: str, **hp):
@@ -197,7 +205,8 @@ def interleaved(fns: dict, repeats: int) -> dict:
 def run_engine(problem, algorithm, backend, rounds: int):
     """`rounds` rounds of the engine, evaluated only at round 0 and at the end. A diverged
     run stops early and would look fast: refuse it (the rates below are stable ones)."""
-    result = run_rounds(problem, algorithm, backend, rounds=rounds, eval_every=rounds, seed=0)
+    (result,) = run_rounds(problem, make_group([algorithm]), backend, rounds=rounds,
+                           eval_every=rounds, seed=0)
     if result.status != "finished":
         raise RuntimeError(f"{algorithm.name} on {problem.name} diverged; pick a smaller client_lr")
     return result
@@ -217,7 +226,7 @@ def engine_round_time(problem, algorithm, rounds: int, repeats: int, backend=Non
 
 def engine_eval(problem, algorithm) -> None:
     state = algorithm.server_init(problem, problem.init_params(generator(0, INIT_TAG)))
-    evaluate(problem, algorithm, state)
+    evaluate_one(problem, algorithm, state)
 
 
 # ---------------------------------------------------------------------------------------
@@ -398,7 +407,6 @@ def section_ray(out: dict, quick: bool, repeats: int) -> None:
     try:
         import ray
 
-        from fco_ray.backends.ray_backend import RayBackend
     except ImportError as e:
         out["ray"] = {"skipped": f"the Ray backend is not importable: {e}"}
         print(f"  ray skipped: {e}", flush=True)
@@ -418,7 +426,7 @@ def section_ray(out: dict, quick: bool, repeats: int) -> None:
             algorithm = make_algorithm("feddualavg", **cfg["hp"])
             local = engine_round_time(problem, algorithm, rounds, repeats)
             for n in actor_counts:
-                backend = RayBackend(problem, actors=n, placement=placement)
+                backend = make_backend({"name": "ray", "actors": n, "placement": placement}, problem)
                 try:
                     t = engine_round_time(problem, algorithm, rounds, repeats, backend=backend)
                     nodes = len({s["node_id"] for s in backend.stats()})
@@ -431,7 +439,7 @@ def section_ray(out: dict, quick: bool, repeats: int) -> None:
                 target.append(r)
                 print(f"  ray {r}", flush=True)
 
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     try:
         measure(res["single_node"], [1, 2, 4], "pack",
                 "one node, 4 logical CPUs on 2 cores")
@@ -724,7 +732,9 @@ def targets(res: dict) -> list[str]:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats (a smoke run)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: smaller sizes, one repeat, the results file in a temporary "
+                         "directory unless --out names one")
     ap.add_argument("--only", default="local,scaling,ray,sweep",
                     help="comma-separated sections: local, scaling, ray, sweep, grid (grid: the "
                          "full E1 sweep, ~9 min; not in the default)")
@@ -735,13 +745,14 @@ def main(argv=None) -> None:
     unknown = set(sections) - {"local", "scaling", "ray", "sweep", "grid"}
     if unknown:
         ap.error(f"--only: unknown sections {sorted(unknown)}; allowed: local, scaling, ray, sweep, grid")
-    repeats = args.repeats or (3 if args.quick else 5)
+    repeats = args.repeats or (1 if args.quick else 5)
     t0 = time.perf_counter()
     res = {"date": _dt.datetime.now().isoformat(timespec="seconds"),
            "command": " ".join(shlex.quote(a) for a in [".venv/bin/python", "benchmarks/run.py", *sys.argv[1:]]),
            "repeats": repeats, "machine": machine_info(), "load_start": load_average()}
     print(f"machine: {res['machine']}\nload: {res['load_start']}", flush=True)
-    res["bandwidth"] = copy_bandwidth(max(repeats, 5))
+    bandwidth_bytes = GiB // 16 if args.quick else GiB // 2
+    res["bandwidth"] = copy_bandwidth(max(repeats, 5), bandwidth_bytes)
     print(f"bandwidth: {res['bandwidth']}", flush=True)
     if "local" in sections:
         section_local(res, res["bandwidth"], args.quick, repeats)
@@ -755,13 +766,13 @@ def main(argv=None) -> None:
         section_grid(res, args.quick, repeats)
     res["load_end"] = load_average()
     res["bandwidth_start"] = res["bandwidth"]
-    res["bandwidth_end"] = copy_bandwidth(max(repeats, 5))
+    res["bandwidth_end"] = copy_bandwidth(max(repeats, 5), bandwidth_bytes)
     rescale_roofline(res, res["bandwidth_start"], res["bandwidth_end"])
     res["total_s"] = time.perf_counter() - t0
     res["targets"] = targets(res)
     text = markdown(res)
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (
-        _dt.datetime.now().strftime("%Y-%m-%d_%H%M") + ("_quick" if args.quick else "") + ".md")
+    results = Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else ROOT / "benchmarks" / "results"
+    out = Path(args.out) if args.out else results / (_dt.datetime.now().strftime("%Y-%m-%d_%H%M") + ".md")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print("\n".join(res["targets"]))

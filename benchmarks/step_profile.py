@@ -1,7 +1,7 @@
 """Where an E1 round's time goes: the compiled gradient against its alternatives, and the
 pieces of a local step and of a round (the numbers quoted in benchmarks/README.md).
 
-    .venv/bin/python benchmarks/step_profile.py [--out benchmarks/results/step_profile.md]
+    .venv/bin/python benchmarks/step_profile.py [--out benchmarks/results/step_profile.md] [--quick]
 
 E1 paper settings: d = 1024, 64 clients x 128 samples, FedDualAvg, K = 10, B = 10, 10
 clients per round. "Cold" rows are drawn uniformly from all 8192 rows (64 MB, beyond the
@@ -14,6 +14,7 @@ import argparse
 import datetime as _dt
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,8 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
-from fco_ray.backends.local import LocalBackend  # noqa: E402
+from fco_ray.backends import make_backend  # noqa: E402
 from fco_ray.core.engine import run_rounds  # noqa: E402
+from fco_ray.core.group import make_group  # noqa: E402
 from fco_ray.ops import kernels  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
 from fco_ray.ops.tree import axpy, stack  # noqa: E402
@@ -74,9 +76,17 @@ def median_us(fn, make_args, calls: int) -> float:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "step_profile.md"))
+    ap.add_argument("--out", default=None, help="default benchmarks/results/step_profile.md")
     ap.add_argument("--calls", type=int, default=3000)
+    ap.add_argument("--rounds", type=int, default=2000, help="rounds of the timed run")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: 30 calls, 50 rounds, the results in a temporary directory "
+                         "unless --out names one")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.calls, args.rounds = 30, 50
+    args.out = args.out or str((Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else
+                                ROOT / "benchmarks" / "results") / "step_profile.md")
     spec = PROBLEMS["lasso"]
     spec.build(spec.params(name="lasso"), 1)  # imports and first calls
     t = time.perf_counter()
@@ -126,12 +136,13 @@ def main(argv=None) -> None:
         return out
 
     algorithm.client_update = timed_update
-    backend = LocalBackend(problem)
-    run_rounds(problem, algorithm, backend, rounds=200, eval_every=10**6, seed=0)
+    group = make_group([algorithm])
+    backend = make_backend({"name": "local"}, problem)
+    run_rounds(problem, group, backend, rounds=args.rounds // 10, eval_every=10**6, seed=0)
     spent[0] = 0.0
-    n = 2000
+    n = args.rounds
     t = time.perf_counter()
-    run_rounds(problem, algorithm, backend, rounds=n, eval_every=10**6, seed=0)
+    run_rounds(problem, group, backend, rounds=n, eval_every=10**6, seed=0)
     total = (time.perf_counter() - t) / n * 1e6
     update = spent[0] / n * 1e6
 
@@ -144,7 +155,7 @@ def main(argv=None) -> None:
     lines += ["", "## Pieces of a FedDualAvg local step (10 clients, hot data)", "",
               "| piece | us |", "|---|---|"]
     lines += [f"| {name} | {us:.1f} |" for name, us in step]
-    lines += ["", "## A round (2000 rounds, evaluations at the start and end only)", "",
+    lines += ["", f"## A round ({args.rounds} rounds, evaluations at the start and end only)", "",
               f"- whole round: {total:.0f} us",
               f"- inside `client_update` (10 local steps of 10 clients): {update:.0f} us",
               f"- the rest (client sampling, aggregation, server update, engine): {total - update:.0f} us", "",

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-import pandas as pd
-
 from .core.config import RunConfig, parse_run
 from .core.plan import prepare_one, rows_callback
 from .problems.base import Problem
@@ -66,6 +64,8 @@ def run(config, *, problem: Problem | None = None,
         if shown is not None:
             shown.close()
     model = prepared.model(0, result)
+    import pandas as pd  # after the config is checked: a bad value is answered without it
+
     df = pd.DataFrame.from_records(result.records)
     df.attrs["status"] = result.status
     df.attrs["config"] = cfg.model_dump(mode="json")

@@ -106,9 +106,12 @@ def add_sweep(sub) -> None:
 
 def cmd_sweep(args) -> int:
     raw = apply_overrides(load_yaml(args.file), args.set)  # file errors first, before the imports
-    from .sweep import run_sweep
+    from .sweep.schema import load_sweep
 
-    outcome = run_sweep(args.file, args.set, resume=args.resume, storage=args.storage)
+    sweep = load_sweep(args.file, args.set)  # every config error before Ray, MLflow and pandas load
+    from .sweep.run import run_sweep
+
+    outcome = run_sweep(args.file, args.set, resume=args.resume, storage=args.storage, sweep=sweep)
     name = raw.get("name", "?")
     metric, mode = (raw.get("tune") or {}).get("metric", "train_loss"), (raw.get("tune") or {}).get("mode", "min")
     search = raw.get("search") or {}

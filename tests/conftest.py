@@ -1,11 +1,90 @@
-"""Fixtures shared by the test modules."""
+"""Fixtures shared by the test folders: unit/ (functions and operators), engine/ (rounds run
+in this process), ray/ (Ray clusters, jobs, faults), e2e/ (the CLI, the API, sweeps, reports,
+the README and docs/)."""
+import numpy as np
 import pytest
 
 
+class LocalRay:
+    """The session's one local Ray cluster (2 CPUs, no dashboard), connected to this process:
+    started by the first test that needs it and kept for every later one, instead of a
+    cluster per module (5-8 s each to start and stop on 2 cores). `down()` ends it for a test
+    that needs Ray down in this process (a cluster of its own, or a check that nothing
+    started Ray); the next test that needs it starts it again."""
+
+    def up(self) -> None:
+        ray = pytest.importorskip("ray")
+        if not ray.is_initialized():
+            ray.init(address="local", num_cpus=2, include_dashboard=False)
+
+    def down(self) -> None:
+        ray = pytest.importorskip("ray")
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    cluster = LocalRay()
+    yield cluster
+    cluster.down()
+
+
 @pytest.fixture(scope="module")
-def ray_cluster():
-    """A small local Ray cluster of its own for the module's tests, shut down after them."""
-    ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
+def ray_cluster(local_ray):
+    """The session's local Ray cluster, up for the module's tests (`LocalRay`)."""
+    local_ray.up()
+    return local_ray
+
+
+@pytest.fixture
+def ray_down(local_ray):
+    """No Ray connection in this process when the test starts (`LocalRay.down`)."""
+    local_ray.down()
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A fresh current directory: the defaults (./mlflow.db, ./ray_results) land here if
+    anywhere; no tracking URI or Ray address is inherited from the environment."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    return tmp_path
+
+
+def text_problem(seed=1, lam=None, **gen):
+    """A generated E7 sparse text problem (fco_ray.data.text_generator)."""
+    from fco_ray.data.text_generator import generate_text_nodes
+    from fco_ray.problems.text import SparseTextLogReg
+
+    train, test = generate_text_nodes(seed=seed, **gen)
+    return SparseTextLogReg.from_nodes(train, test, lam=lam)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """An E7 text problem of 6 clients and 50 words."""
+    return text_problem(clients=6, min_samples=5, max_samples=40, dim=50, words_per_doc=6, topics=3)
+
+
+@pytest.fixture(scope="module")
+def small():
+    """An E7 text problem of 20 clients and 300 words."""
+    return text_problem(clients=20, min_samples=20, max_samples=300, dim=300, words_per_doc=10)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A toy sweep (tests/e2e/test_report.py's `make_sweep`) in a new SQLite MLflow store."""
+    from tests.e2e.test_report import make_sweep
+
+    root = tmp_path_factory.mktemp("mlflow")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    client, pid, runs = make_sweep(uri, root / "mlartifacts")
+    return {"uri": uri, "client": client, "pid": pid, "runs": runs, "root": root}

@@ -18,9 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..ops.random import Key, sample_clients
 from ..ops.tree import Params
 from ..problems.base import Problem
+from ..runtime.refs import resolve
 from ..runtime.strict import no_bool_numbers
 
 State = dict[str, Any]
+
+#: the methods a rule stands for: a subclass overriding one needs a rule of its own
+RULE_METHODS = ("server_init", "broadcast", "client_update", "server_update", "output", "extra_outputs")
 
 
 #: What a problem offers the algorithms (`Problem.kinds`) and what an algorithm needs
@@ -41,6 +45,11 @@ class Hyper(BaseModel):
 
     name: str
     clients_per_round: int | None = Field(10, ge=1, description="None = all clients")
+
+    @classmethod
+    def real_fields(cls) -> list[str]:
+        """The real-valued hyperparameters (those that may differ inside a group)."""
+        return [f for f, info in cls.model_fields.items() if info.annotation in (float, float | None)]
     weighting: Literal["uniform", "samples"] = "uniform"
 
 
@@ -71,6 +80,14 @@ class Algorithm(abc.ABC):
     #: client exchanges per communication round (e.g. 2 for FSVRG: full gradient, then local
     #: passes); the state says which exchange comes next, metrics are taken after the last.
     exchanges_per_round: ClassVar[int] = 1
+    #: the algorithm's update rule for one member in JAX (`fco_ray.rules`): a class taking
+    #: (hp, algorithm), or "module:Class" imported when a device backend asks for it
+    #: (configuration checks never import JAX). None: it runs on the NumPy engine only.
+    rule: ClassVar[type | str | None] = None
+    #: True where the rule is the only implementation (fco_ray.algorithms.rule_based): the
+    #: algorithm runs on a device backend only
+    rule_only: ClassVar[bool] = False
+
     def __init__(self, hp: Hyper):
         self.hp = hp
 
@@ -111,6 +128,23 @@ class Algorithm(abc.ABC):
         """The suffixes `extra_outputs` uses (known without a state: for validating a sweep's
         metric before any run)."""
         return []
+
+    @classmethod
+    def has_rule(cls) -> bool:
+        """Whether `rule` describes this class: declared by it or by a base whose update
+        methods it does not override (an override without its own rule would be ignored)."""
+        for klass in cls.__mro__:
+            if "rule" in vars(klass):
+                return vars(klass)["rule"] is not None
+            if any(m in vars(klass) for m in RULE_METHODS):
+                return False
+        return False
+
+    def make_rule(self):
+        """The one-member rule of this configuration's algorithm (None: no rule)."""
+        if not self.has_rule():
+            return None
+        return resolve(type(self).rule)(self.hp, self)
 
     # ---- optional protocol extensions ---------------------------------------------------
     #: `client_update` returns its messages already summed over its clients with their

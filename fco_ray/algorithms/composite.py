@@ -36,6 +36,7 @@ class PrimalAveraging(Algorithm):
     client_step: ClassVar[str]
     server_prox: ClassVar[bool]
     fusable = True
+    rule = "fco_ray.rules.algorithms:PrimalAveraging"
 
     def server_init(self, problem, params0):
         return {"w": copy(params0)}
@@ -99,6 +100,7 @@ class Local(PrimalAveraging):
 
     name, client_step, server_prox = "local", "prox", False
     Hyper = LocalHyper
+    rule = PrimalAveraging.rule  # only the clients chosen differ (select_clients)
 
     def select_clients(self, seed: int, rnd: int, num_clients: int) -> np.ndarray:
         if self.hp.client >= num_clients:
@@ -116,6 +118,7 @@ class DualAveraging(Algorithm):
 
     client_prox: ClassVar[bool]
     fusable = True
+    rule = "fco_ray.rules.algorithms:DualAveraging"
 
     def server_init(self, problem, params0):
         return {"z": copy(params0), "etat": 0.0}

@@ -120,6 +120,7 @@ class FeDualEx(_Ergodic, Algorithm):
     Hyper = SaddleHyper
     supports = frozenset({"saddle"})
     fusable = True
+    rule = "fco_ray.rules.algorithms:FeDualEx"
 
     def server_init(self, problem, params0):
         return {"s": tmap(np.zeros_like, params0), "sbar": copy(params0), "t": 0.0,
@@ -180,6 +181,7 @@ class PrimalSaddle(_Ergodic, Algorithm):
     Hyper = SaddleHyper
     supports = frozenset({"saddle"})
     fusable = True
+    rule = "fco_ray.rules.algorithms:PrimalSaddle"
 
     def server_init(self, problem, params0):
         return {"z": copy(params0), **self.ergodic_init(params0)}
@@ -240,6 +242,7 @@ class FedMiP(PrimalSaddle):
 
     name, extra, prox = "fedmip", True, True
     Hyper = FedMiPHyper
+    rule = PrimalSaddle.rule  # the rule reads hp.server_prox
 
     def server_update(self, problem, state, mean, rnd):
         if self.hp.server_prox:

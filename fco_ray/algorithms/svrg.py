@@ -28,7 +28,7 @@ whole group in ONE pass over each node's data (`kernels_sparse.*_group`: each no
 once, G local models updated) and returns the group's messages (G, ...) pre-summed over the
 nodes. The state then holds w (and grad f) as (G, d) and the varying hyperparameters are
 arrays (G,); the rules below are written to take either. Every member computes the same
-floating-point operations as its own run (tests/test_svrg_fused.py: rows equal to 1e-12,
+floating-point operations as its own run (tests/engine/test_svrg_fused.py: rows equal to 1e-12,
 in practice bit for bit). CoCoA+ has no real-valued hyperparameter (only `local_passes`):
 it does not fuse.
 """

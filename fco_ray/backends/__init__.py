@@ -1,14 +1,6 @@
-"""Where client work runs: `local` (in-process, vectorized) or `ray` (Ray actors)."""
+"""Where client work runs: `local` (in-process, vectorized; or a device, whole rounds
+compiled) or `ray` (Ray actors). `registry.BACKENDS` lists them with their config models."""
 from .local import LocalBackend
+from .registry import BACKENDS, make_backend
 
-
-def make_backend(config: dict, problem):
-    """Build the backend named by `config["name"]` for `problem` (its training clients)."""
-    options = {k: v for k, v in config.items() if k != "name"}
-    if config["name"] == "local":
-        return LocalBackend(problem, **options)
-    if config["name"] == "ray":
-        from .ray_backend import RayBackend
-
-        return RayBackend(problem, **options)
-    raise ValueError(f"backend.name must be one of ['local', 'ray'], got {config['name']!r}")
+__all__ = ["BACKENDS", "LocalBackend", "make_backend"]

@@ -110,26 +110,17 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, problem, chunk_size: int = 1024, device: str = "cpu"):
+    def __init__(self, problem, chunk_size: int = 1024):
         keep_freed_memory()  # client steps run in this process (fco_ray/runtime/heap.py)
         self.problem = problem
         self.chunk_size = chunk_size
         self.states = ClientStates()  # client state of the current run
-        # `device` other than cpu: the client work runs as compiled JAX programs
-        # (fco_ray/backends/device); the problem's data goes to the device once, with this backend
-        self.device = None
-        if device != "cpu":
-            from .device.path import DevicePath
-
-            self.device = DevicePath(problem, device)
 
     def start_run(self) -> None:
         """A new run begins: client state of an earlier run on this backend is dropped."""
         self.states = ClientStates()
 
     def map_clients(self, algorithm, payload, client_ids: np.ndarray, key: Key) -> tuple[dict, float]:
-        if self.device is not None:
-            return self.device.map_clients(algorithm, payload, client_ids, key)
         parts = []
         for start in range(0, len(client_ids), self.chunk_size):
             ids = client_ids[start:start + self.chunk_size]
@@ -139,3 +130,13 @@ class LocalBackend:
 
     def close(self):
         self.states = ClientStates()
+
+
+def make_local(config, problem):
+    """The `local` backend's factory (fco_ray.backends.registry): the NumPy engine, or with a
+    device other than cpu whole rounds compiled with JAX (fco_ray/backends/device)."""
+    if config.device != "cpu":
+        from .device.backend import DeviceBackend
+
+        return DeviceBackend(problem, config.device, config.nuclear_route)
+    return LocalBackend(problem, chunk_size=config.chunk_size)

@@ -369,3 +369,10 @@ class RayBackend:
         if self.started_ray:
             cluster.disconnect(self._connection)
         self.started_ray = False
+
+
+def make_ray(config, problem) -> RayBackend:
+    """The `ray` backend's factory (fco_ray.backends.registry), from its validated config."""
+    return RayBackend(problem, actors=config.actors, cpus_per_actor=config.cpus_per_actor,
+                      placement=config.placement, chunk_size=config.chunk_size,
+                      address=config.address)

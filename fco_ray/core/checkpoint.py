@@ -4,7 +4,7 @@ The engine's state after round r (the algorithm's server state plus the last rou
 communication counts) determines every later round: clients, minibatches and noise are
 drawn from counter-based keys of (seed, round, ...) (fco_ray.ops.random), never from a
 generator that advances. So a run restored from a snapshot at round r continues with
-exactly the numbers an uninterrupted run computes (tests/test_checkpoint.py).
+exactly the numbers an uninterrupted run computes (tests/engine/test_checkpoint.py).
 
 Format: one `state.npz` (np.savez) holding each leaf of the (possibly nested) state dict
 under its "/"-joined key path, plus `__kinds__`, a JSON text naming each leaf's Python kind

@@ -99,11 +99,36 @@ def check_local_cluster(backend) -> None:
     placement group that can never be granted. (A joined cluster may grow: not checked.)"""
     from ..backends.cluster import requested_address
 
-    if backend.name != "ray" or (backend.address or requested_address()) is not None:
+    if not backend.uses_ray or (backend.address or requested_address()) is not None:
         return
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():  # this process's cluster is used as it is
         return
-    check_cluster_fits({f"backend.actors={backend.actors}, backend.cpus_per_actor="
-                        f"{backend.cpus_per_actor:g}": [{"CPU": backend.cpus_per_actor}] * backend.actors},
+    check_cluster_fits({backend.describe(): backend.actor_bundles()},
                        [float(os.cpu_count() or 1)], "the local Ray cluster (this machine)")
+
+
+def device_pairs() -> list[tuple[str, str]]:
+    """(algorithm, problem) names that run on a device backend: both classes declare a rule
+    (`Algorithm.rule`, `Problem.rule`; fco_ray/rules) and they fit each other."""
+    from ..algorithms import ALGORITHMS
+    from ..problems import PROBLEMS
+
+    problems = {name: spec.params.problem_class for name, spec in PROBLEMS.items()}
+    return [(a, p) for p, pc in problems.items() if pc.has_rule()
+            for a, ac in sorted(ALGORITHMS.items()) if ac.has_rule() and ac.supports & pc.kinds]
+
+
+def device_pairs_text() -> str:
+    by_problem: dict[str, list[str]] = {}
+    for a, p in device_pairs():
+        by_problem.setdefault(p, []).append(a)
+    return "; ".join(f"{p}: {', '.join(a)}" for p, a in by_problem.items())
+
+
+def no_device_program(algorithm: str, problem: str) -> str | None:
+    """Why (algorithm, problem) does not run on a device backend, or None if it does."""
+    if (algorithm, problem) not in device_pairs():
+        return (f"no device program for algorithm {algorithm!r} on problem {problem!r}; "
+                f"supported pairs: {device_pairs_text()} (or backend.device: cpu)")
+    return None

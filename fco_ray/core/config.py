@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from ..algorithms import ALGORITHMS, Hyper
+from ..backends.registry import BACKENDS, LocalBackendConfig, RayBackendConfig  # noqa: F401
 from ..problems import PROBLEMS, ProblemParams
 from ..runtime.errors import ConfigError, short_repr
 from ..runtime.files import check_plain_name, check_tracking_uri
@@ -31,27 +32,8 @@ class _Strict(BaseModel):
     _no_bools = model_validator(mode="before")(no_bool_numbers)
 
 
-class LocalBackendConfig(_Strict):
-    name: Literal["local"] = "local"
-    chunk_size: int = Field(1024, ge=1, description="clients stacked at once (memory bound)")
-    device: Literal["cpu", "cuda", "jax-cpu"] = Field(
-        "cpu", description="where the client work runs: cpu (NumPy), cuda (compiled JAX "
-        "programs on a GPU, the '[gpu]' extra) or jax-cpu (the same programs on JAX's CPU "
-        "platform: the CI check of the device code); fco_ray.backends.device")
-
-
-class RayBackendConfig(_Strict):
-    name: Literal["ray"]
-    actors: int = Field(2, ge=1, description="long-lived client actors (each owns a shard)")
-    cpus_per_actor: float = Field(1.0, gt=0, allow_inf_nan=False)  # inf would wait forever
-    placement: Literal["spread", "pack"] = "spread"
-    chunk_size: int = Field(1024, ge=1)
-    address: str | None = Field(None, description="the Ray cluster to join (host:port or "
-                                "ray://host:port); unset: $RAY_ADDRESS, else a new local "
-                                "cluster on loopback (fco_ray.backends.cluster)")
-
-
-BackendConfig = Annotated[Union[LocalBackendConfig, RayBackendConfig], Field(discriminator="name")]
+#: the `backend:` section: one of the registered backends' config models, by `name`
+BackendConfig = Annotated[Union[tuple(e.config for e in BACKENDS.values())], Field(discriminator="name")]
 
 
 class TrackingConfig(_Strict):
@@ -90,11 +72,15 @@ class RunConfig(_Strict):
     @model_validator(mode="after")
     def _device_program(self):
         """A device other than cpu needs a device program for the (algorithm, problem) pair."""
-        if getattr(self.backend, "device", "cpu") != "cpu":
-            from ..backends.device import unsupported
+        if ALGORITHMS[self.algorithm.name].rule_only and not self.backend.compiles_rounds:
+            raise ValueError(f"backend.device: algorithm {self.algorithm.name!r} is written as a "
+                             "rule (JAX): it runs with backend {name: local, device: jax-cpu} "
+                             "(this CPU) or device: cuda")
+        if getattr(self.backend, "device", "cpu") != "cpu" and self.problem.name != "custom":
+            # (a custom instance's rule is asked for where the backend is made)
+            from .checks import no_device_program
 
-            why = unsupported(self.algorithm.name, self.problem.name,
-                              getattr(self.algorithm, "batch_size", 0))
+            why = no_device_program(self.algorithm.name, self.problem.name)
             if why is not None:
                 raise ValueError(f"backend.device: {why}")
         return self

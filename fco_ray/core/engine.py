@@ -96,8 +96,13 @@ def run_rounds(problem: Problem, group: Group, backend: Backend, *, rounds: int,
     limits = [np.inf] * count  # train_loss above this ends a member (set from round 0)
     active = list(range(count))  # members still running, in group order
     first = 0
+    seeds = group.seeds or [seed] * count  # each member's own (a group fused over seeds)
+    compiled = getattr(backend, "run_rounds", None)  # a backend that runs whole rounds itself
+    if group.seeds and compiled is None:
+        raise ValueError(f"backend {backend.name!r} runs one seed per group; members differ in seed")
     if start is None:
-        state = group.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
+        inits = {s: problem.init_params(generator(s, INIT_TAG)) for s in dict.fromkeys(seeds)}
+        state = group.server_init(problem, inits[seed] if group.seeds is None else [inits[s] for s in seeds])
         comm = {"floats_up": 0.0, "floats_down": 0.0}
     else:  # those not active ended diverged before the checkpoint (and were announced)
         active = list(range(count)) if start.active is None else list(start.active)
@@ -168,13 +173,31 @@ def run_rounds(problem: Problem, group: Group, backend: Backend, *, rounds: int,
                 state = group.join(states)
         comm = {"floats_up": float(up), "floats_down": float(down)}
 
+    def advance_compiled(rnd: int, stop: int) -> None:
+        """Rounds rnd..stop-1 at once on a backend that compiles them (`run_rounds`)."""
+        nonlocal state, comm
+        state, stopped, floats = compiled(group, state, [seeds[i] for i in active], rnd, stop)
+        comm = dict(zip(("floats_up", "floats_down"), floats))
+        end(stopped, state)
+
+    def next_stop(rnd: int) -> int:
+        """The first round after `rnd` that is evaluated or checkpointed (or the last)."""
+        stops = [rounds, (rnd // eval_every + 1) * eval_every]
+        if on_checkpoint is not None and checkpoint_every:
+            stops.append((rnd // checkpoint_every + 1) * checkpoint_every)
+        return min(stops)
+
     if start is None:
         record(0)
-    for rnd in range(first, rounds):
-        if not active:
-            break
-        advance(rnd)
-        done = rnd + 1
+    rnd = first
+    while rnd < rounds and active:
+        if compiled is None:
+            advance(rnd)
+            done = rnd + 1
+        else:
+            done = next_stop(rnd)
+            advance_compiled(rnd, done)
+        rnd = done
         if active and on_checkpoint is not None and checkpoint_every and done % checkpoint_every == 0:
             on_checkpoint(Snapshot(done, state, dict(comm), loss_limits=list(limits), active=list(active)))
         if active and (done % eval_every == 0 or done == rounds):

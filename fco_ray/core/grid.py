@@ -20,7 +20,7 @@ from ..runtime.errors import ConfigError
 from ..runtime.files import load_yaml, set_key
 from ..runtime.values import check_grid, plain
 from .config import RunConfig, parse_run
-from .plan import MAX_GROUP, prepare
+from .plan import prepare
 
 
 def expand(config: dict, grid: dict[str, list]) -> list[tuple[dict, RunConfig]]:
@@ -43,23 +43,27 @@ def expand(config: dict, grid: dict[str, list]) -> list[tuple[dict, RunConfig]]:
     return out
 
 
-def run_grid(config, grid: dict[str, list], *, fuse: bool = True,
-             max_group: int = MAX_GROUP) -> pd.DataFrame:
+def run_grid(config, grid: dict[str, list], *, problem=None, fuse: bool = True,
+             max_group: int | None = None) -> pd.DataFrame:
     """Run every configuration of `grid` (dotted keys -> value lists) over `config` (a dict
     or a YAML path, the schema of `fco_ray.run`); one DataFrame row per (configuration,
     evaluated round) with a column per grid key, `status` (finished / diverged), `round`
     and the metrics. Configurations that differ only in real-valued hyperparameters of one
-    algorithm run fused (`fuse=False`: each alone; the same numbers)."""
+    algorithm run fused (`fuse=False`: each alone; the same numbers), in groups of at most
+    `max_group` (None: 64, or 1024 on a device backend). `problem`: a custom Problem instance
+    every configuration runs on (as `fco_ray.run(config, problem=...)`)."""
     if isinstance(config, (str, Path)):
         config = load_yaml(config)
+    if problem is not None and isinstance(config, dict):
+        config = {**config, "problem": {"name": "custom"}}
     points = expand(config, grid)
     configs = [cfg for _, cfg in points]
     results = {}
-    ray_configs = [c for c in configs if c.backend.name == "ray"]
+    ray_configs = [c for c in configs if c.backend.uses_ray]
     # ray backend: one cluster for the whole grid, and groups on the same problem take over
     # the previous group's actors (fco_ray.backends.cluster.reuse)
     with reuse(ray_configs[0].backend.address) if ray_configs else contextlib.nullcontext():
-        for prepared in prepare(configs, fuse=fuse, max_group=max_group):
+        for prepared in prepare(configs, problem=problem, fuse=fuse, max_group=max_group):
             for cfg, result in zip(prepared.configs, prepared.run()):
                 results[id(cfg)] = result
     frames = []

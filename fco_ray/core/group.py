@@ -79,13 +79,15 @@ def fuse_key(hp) -> str:
     return repr(sorted(fixed.items()))
 
 
-def make_group(algorithms: list[Algorithm], lams: list[float] | None = None) -> "Group":
+def make_group(algorithms: list[Algorithm], lams: list[float] | None = None,
+               seeds: list[int] | None = None) -> "Group":
     """The group that runs `algorithms` (configurations of one algorithm class) together:
     one configuration alone is `Single`; several, or one with its own lam, are `Stacked`.
-    `lams`: one regularizer weight per configuration where they differ (None: the problem's)."""
-    if len(algorithms) == 1 and lams is None:
+    `lams`, `seeds`: one regularizer weight / seed per configuration where they differ
+    (None: the problem's / the run's)."""
+    if len(algorithms) == 1 and lams is None and seeds is None:
         return Single(algorithms[0])
-    return Stacked(algorithms, lams)
+    return Stacked(algorithms, lams, seeds)
 
 
 class Group(Algorithm):
@@ -94,6 +96,13 @@ class Group(Algorithm):
 
     size: int
     members: list[Algorithm]
+    #: whether the state's arrays carry a leading member axis (G, ...)
+    stacked: bool
+    #: the hyperparameters that differ across the members
+    varying: list[str] = []
+    #: one seed per member where they differ (None: the run's seed); only a backend that
+    #: runs whole rounds (`run_rounds`) takes such a group
+    seeds: list[int] | None = None
     #: one regularizer weight per member where they differ (None: the problem's own)
     lams: list[float] | None = None
 
@@ -151,7 +160,7 @@ def evaluate_one(problem: Problem, algorithm: Algorithm, state: dict) -> dict[st
 class Single(Group):
     """One configuration: its state as its algorithm holds it, every call passed through."""
 
-    size = 1
+    size, stacked = 1, False
 
     def __init__(self, algorithm: Algorithm):
         super().__init__(algorithm.hp)
@@ -283,7 +292,10 @@ def _rows(payload: dict, clients: int, g: int) -> dict:
 class Stacked(Group):
     """G members of one fusable algorithm class on a leading member axis (module docstring)."""
 
-    def __init__(self, members: list[Algorithm], lams: list[float] | None = None):
+    stacked = True
+
+    def __init__(self, members: list[Algorithm], lams: list[float] | None = None,
+                 seeds: list[int] | None = None):
         cls = type(members[0])
         if any(type(m) is not cls for m in members):
             raise ValueError("a fused group holds configurations of one algorithm")
@@ -295,8 +307,11 @@ class Stacked(Group):
         if lams is not None and (len(lams) != len(members) or cls.serves_group):
             raise ValueError(f"algorithm {cls.name!r}: a fused group can vary problem.lam only "
                              "with one lam per member and the generic stacked client steps")
+        if seeds is not None and len(seeds) != len(members):
+            raise ValueError("a fused group over seeds takes one seed per member")
         self.cls, self.members, self.size = cls, members, len(members)
         self.lams = None if lams is None else [float(v) for v in lams]
+        self.seeds = None if seeds is None else [int(s) for s in seeds]
         self.varying = varying_fields(hps)
         super().__init__(hps[0])  # the shared settings: clients per round, steps, weighting
         self.server = cls(self._hyper(1))
@@ -327,8 +342,10 @@ class Stacked(Group):
         return self.members[0].client_weights(problem, rows)
 
     def server_init(self, problem, params0):
+        """`params0`: the initial model, or one per member (a group fused over seeds)."""
         problems = [problem.with_lam(lam) for lam in self.lams] if self.lams else [problem] * self.size
-        return stack_states([m.server_init(own, params0) for m, own in zip(self.members, problems)])
+        inits = params0 if isinstance(params0, list) else [params0] * self.size
+        return stack_states([m.server_init(own, p0) for m, own, p0 in zip(self.members, problems, inits)])
 
     def broadcast(self, state):
         return self.server.broadcast(state)
@@ -352,10 +369,20 @@ class Stacked(Group):
         return self.server.server_update(self._problem(problem, 1), state, mean, rnd)
 
     def output(self, problem, state):
+        if self.cls.rule_only:  # the rule reads one member's state: member by member
+            return stack_states([m.output(self._own(problem, j), _member(state, j))
+                                 for j, m in enumerate(self.members)])
         return self.server.output(self._problem(problem, 1), state)
 
     def extra_outputs(self, problem, state):
+        if self.cls.rule_only:
+            outs = [m.extra_outputs(self._own(problem, j), _member(state, j)) for j, m in enumerate(self.members)]
+            return {k: stack_states([o[k] for o in outs]) for k in outs[0]}
         return self.server.extra_outputs(self._problem(problem, 1), state)
+
+    def _own(self, problem: Problem, j: int) -> Problem:
+        """Member j's problem (its own lam)."""
+        return problem if self.lams is None else problem.with_lam(self.lams[j])
 
     def extra_output_names(self):
         return self.members[0].extra_output_names()
@@ -368,7 +395,8 @@ class Stacked(Group):
 
     def keep(self, members):
         return Stacked([self.members[i] for i in members],
-                       None if self.lams is None else [self.lams[i] for i in members])
+                       None if self.lams is None else [self.lams[i] for i in members],
+                       None if self.seeds is None else [self.seeds[i] for i in members])
 
     def member(self, tree, g):
         return _member(tree, g)

@@ -25,9 +25,17 @@ from .config import RunConfig
 from .engine import OnRound, RunResult, run_rounds
 from .group import Group, fusable, fuse_key, make_group
 
-#: configurations per fused group at most: bounds the stacked state and client rows
-#: (memory grows with the group size)
+#: configurations per fused group at most on the NumPy engine: bounds the stacked state and
+#: client rows (memory grows with the group size)
 MAX_GROUP = 64
+#: ... and on a backend that compiles whole rounds (a device): E5's 35 rate pairs x 10 seeds
+#: form one group; the backend refuses a group that does not fit its memory, naming it
+MAX_DEVICE_GROUP = 1024
+
+
+def group_bound(cfg: RunConfig) -> int:
+    """The default size bound of groups of configurations like `cfg`."""
+    return MAX_DEVICE_GROUP if cfg.backend.compiles_rounds else MAX_GROUP
 
 
 def lam_fuses(cfg: RunConfig) -> bool:
@@ -35,25 +43,38 @@ def lam_fuses(cfg: RunConfig) -> bool:
     return fusable(ALGORITHMS[cfg.algorithm.name], PROBLEMS[cfg.problem.name].params, "problem.lam")
 
 
+def seeds_fuse(cfg: RunConfig) -> bool:
+    """Whether configurations like `cfg` may differ in `seed` inside a group: the data does
+    not depend on the seed (`problem.data_seed` fixed) and the backend draws each member's
+    own randomness (`compiles_rounds`: the device backend, whose rules are per member)."""
+    return (getattr(cfg.problem, "data_seed", None) is not None and cfg.backend.compiles_rounds
+            and ALGORITHMS[cfg.algorithm.name].fusable)
+
+
 def group_key(cfg: RunConfig) -> str:
     """Configurations with the same key run as one group: the same problem (but for a lam
-    that weighs psi alone), seed, backend and every non-real-valued setting of one fusable
-    algorithm. The one grouping rule (run_grid, sweeps)."""
+    that weighs psi alone), seed (but where seeds fuse), backend and every non-real-valued
+    setting of one fusable algorithm. The one grouping rule (run_grid, sweeps)."""
     shared = cfg.model_dump(mode="json", exclude={"algorithm", "tracking"})
     if lam_fuses(cfg):
         del shared["problem"]["lam"]
+    if seeds_fuse(cfg):
+        del shared["seed"]
     return json.dumps([shared, cfg.algorithm.name, fuse_key(cfg.algorithm)], sort_keys=True)
 
 
-def groups(configs: list[RunConfig], max_group: int = MAX_GROUP, fuse: bool = True) -> list[list[int]]:
-    """Indices of `configs` in groups (of at most `max_group`), first-seen order; a
-    configuration of an algorithm that cannot fuse (or with `fuse=False`) is alone."""
+def groups(configs: list[RunConfig], max_group: int | None = None, fuse: bool = True) -> list[list[int]]:
+    """Indices of `configs` in groups (of at most `max_group`; None: `group_bound`), first-seen
+    order; a configuration of an algorithm that cannot fuse (or with `fuse=False`) is alone."""
     by_key: dict[str, list[int]] = {}
     for i, cfg in enumerate(configs):
         alone = not (fuse and ALGORITHMS[cfg.algorithm.name].fusable)
         by_key.setdefault(f"alone {i}" if alone else group_key(cfg), []).append(i)
-    return [members[s:s + max_group] for members in by_key.values()
-            for s in range(0, len(members), max_group)]
+    out = []
+    for members in by_key.values():
+        bound = max_group or group_bound(configs[members[0]])
+        out += [members[s:s + bound] for s in range(0, len(members), bound)]
+    return out
 
 
 @dataclass
@@ -64,6 +85,8 @@ class Prepared:
     configs: list[RunConfig]
     problem: Problem
     lams: list[float] | None = None
+    #: one seed per configuration where they differ (a group fused over seeds)
+    seeds: list[int] | None = None
     algorithms: list = field(init=False)
 
     def __post_init__(self):
@@ -74,13 +97,13 @@ class Prepared:
         return self.configs[0]
 
     def group(self) -> Group:
-        return make_group(self.algorithms, self.lams)
+        return make_group(self.algorithms, self.lams, self.seeds)
 
     def run(self, on_round: OnRound | None = None, **checkpoints) -> list[RunResult]:
         """Run the group on its backend: one RunResult per configuration (`engine.run_rounds`;
         `checkpoints`: `start`, `checkpoint_every`, `on_checkpoint`)."""
         cfg = self.first
-        with closing(make_backend(cfg.backend.model_dump(), self.problem)) as backend:
+        with closing(make_backend(cfg.backend, self.problem)) as backend:
             return run_rounds(self.problem, self.group(), backend, rounds=cfg.rounds,
                               eval_every=cfg.eval_every, seed=cfg.seed, divergence=cfg.divergence,
                               on_round=on_round, **checkpoints)
@@ -117,7 +140,7 @@ def check_problem(configs: list[RunConfig], problem: Problem) -> None:
 
 
 def prepare(configs: list[RunConfig], *, problem: Problem | None = None, fuse: bool = True,
-            max_group: int = MAX_GROUP) -> list[Prepared]:
+            max_group: int | None = None) -> list[Prepared]:
     """The groups of `configs` ready to run, in first-seen order; each group's problem built
     once (consecutive groups on the same problem share it) and checked. `problem`: a custom
     instance that every configuration runs on instead of building its problem section."""
@@ -139,7 +162,9 @@ def prepare(configs: list[RunConfig], *, problem: Problem | None = None, fuse: b
         # when the backend is made (backends.device), before any row or MLflow run
         check_local_cluster(first.backend)
         lams = [c.problem.lam for c in chosen] if lam_fuses(first) else []
-        out.append(Prepared(chosen, on, lams if len(set(lams)) > 1 else None))
+        seeds = [c.seed for c in chosen]
+        out.append(Prepared(chosen, on, lams if len(set(lams)) > 1 else None,
+                            seeds if len(set(seeds)) > 1 else None))
     return out
 
 

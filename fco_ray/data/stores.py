@@ -14,10 +14,12 @@ This module imports nothing from `fco_ray.problems` (problems build on stores, l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:  # scipy loads on first use, not with the config schemas
+    import scipy.sparse as sp
 
 
 class ClientStore(Protocol):
@@ -144,6 +146,7 @@ class SparseNodes:
     scale: np.ndarray | None = None
 
     def __post_init__(self):
+        import scipy.sparse as sp
         if not sp.issparse(self.x):
             raise ValueError(f"SparseNodes.x must be a scipy.sparse matrix, got {type(self.x).__name__}")
         self.x = sp.csr_matrix(self.x, dtype=np.float64)
@@ -204,6 +207,7 @@ class SparseNodes:
     def take(self, nodes) -> "SparseNodes":
         """The given nodes (in that order) as SparseNodes; O(their nnz). All nodes in order:
         `self` (nothing mutates node data, so no copy is needed)."""
+        import scipy.sparse as sp
         nodes = np.asarray(nodes, dtype=np.int64)
         if len(nodes) == self.num_clients and np.array_equal(nodes, np.arange(self.num_clients)):
             return self

@@ -22,10 +22,7 @@ nodes, so the transient memory is bounded and the result is O(nnz).
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.special import expit
 
-from ..ops import kernels_sparse
 from ..ops.random import generator
 from .stores import SparseNodes
 
@@ -60,6 +57,9 @@ def generate_text_nodes(*, seed: int, clients: int = 10000, min_samples: int = 7
                         author_bias: float = 1.0,
                         test_fraction: float = 0.1) -> tuple[SparseNodes, SparseNodes | None]:
     """(training nodes, pooled held-out block or None if test_fraction = 0); see module doc."""
+    import scipy.sparse as sp
+    from scipy.special import expit
+    from ..ops import kernels_sparse  # numba and scipy: on first use
     if clients < 1 or dim < 2 or topics < 1 or not 1 <= min_samples <= max_samples:
         raise ValueError(f"need clients >= 1, dim >= 2, topics >= 1 and 1 <= min_samples <= "
                          f"max_samples; got {clients}, {dim}, {topics}, {min_samples}, {max_samples}")

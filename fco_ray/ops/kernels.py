@@ -3,13 +3,13 @@
 - `keyed_bits` / `keyed_integers`: the counter-based random numbers of `fco_ray.ops.random`
   (SplitMix64 of a key prefix, client id and element counter), one compiled loop instead of
   about 20 NumPy calls on small arrays. The numbers are bit-for-bit those of the formula
-  (tests/test_random.py checks them against a pure-Python SplitMix64).
+  (tests/unit/test_random.py checks them against a pure-Python SplitMix64).
 - `linear_grad` / `sampled_linear_grad`: the minibatch gradient of a linear model with
   squared loss (the second also draws the minibatch, as `Problem.sample_rows`), fused: each
   sampled row is read once from the client data (no gathered copy of the minibatch), its
   residual and its contribution to the gradient are computed while it is in cache. Same
-  numbers as gather + two `matmul`s up to summation order (tests/test_linear_problems.py).
-- `soft_threshold`: the l1 prox in one pass (tests/test_prox.py).
+  numbers as gather + two `matmul`s up to summation order (tests/unit/test_linear_problems.py).
+- `soft_threshold`: the l1 prox in one pass (tests/unit/test_prox.py).
 
 Kernels are compiled on first use and cached next to this file (`cache=True`), so a new
 process (a Ray worker, a test) loads them in milliseconds after the first compilation.

@@ -22,7 +22,7 @@ Fused groups (`*_group`): G members (step sizes) of one method in one pass over 
 member arrays feature-major (d, G); see the section's comment below.
 
 Compiled on first use and cached on disk where that is possible (`kernels.CACHE`), like `fco_ray.ops.kernels`.
-Tests: tests/test_svrg.py (against per-sample dense reference loops and the formulas).
+Tests: tests/engine/test_svrg.py (against per-sample dense reference loops and the formulas).
 """
 from __future__ import annotations
 
@@ -459,7 +459,7 @@ GROUP_BLOCK = 8
 # one pass reads each nonzero once and updates G local models. Member arrays are
 # feature-major, (d, G): the G values of a feature are adjacent, one cache line for small G.
 # Each member evaluates the formulas of its own call of the kernels above, with the same
-# `_expm1` / `_log1p_neg` and the same operation order (tests/test_svrg_fused.py), and no
+# `_expm1` / `_log1p_neg` and the same operation order (tests/engine/test_svrg_fused.py), and no
 # member's numbers enter another's, so a member that blows up only fills its own column
 # with inf / nan.
 

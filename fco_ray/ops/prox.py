@@ -16,7 +16,6 @@ import math
 
 import numpy as np
 
-from . import kernels
 
 
 def _as_float(x) -> np.ndarray:
@@ -49,10 +48,14 @@ def soft_threshold(x, tau) -> np.ndarray:
     if np.ndim(tau) == 0 and tau == 0:
         return x.copy()
     if x.dtype == np.float64 and np.ndim(tau) == 0 and math.isfinite(tau):  # one compiled pass
+        from . import kernels  # numba: loaded on the first compiled prox, not with the schemas
+
         return kernels.soft_threshold(np.ascontiguousarray(x).reshape(-1), float(tau)).reshape(x.shape)
     rows = np.asarray(tau)
     if (x.dtype == np.float64 and x.ndim >= 1 and rows.ndim == x.ndim and rows.shape[0] == x.shape[0]
             and rows.size == x.shape[0] and np.all(np.isfinite(rows))):  # a threshold per row
+        from . import kernels
+
         flat = np.ascontiguousarray(x).reshape(x.shape[0], -1)
         return kernels.soft_threshold_rows(flat, rows.reshape(-1).astype(np.float64)).reshape(x.shape)
     return x - np.clip(x, -tau, tau)

@@ -11,9 +11,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtri
 
-from . import kernels
+# numba (kernels) and scipy load on the first draw, not with the config schemas that import
+# this module (a config error is answered before them)
 
 # stream tags: distinct draws of the same client and step never share numbers
 BATCH, NOISE, NOISE2, PERMUTATION, OTHER = 1, 2, 3, 4, 5
@@ -45,6 +45,8 @@ class Key:
         """uint64 array of shape (clients, *shape):
         bits[c, j] = mix(mix(prefix ^ id_c * gamma) + (j + 1) * gamma), with prefix a hash of
         (seed, round, step, stream) (`kernels.key_prefix`)."""
+        from . import kernels
+
         ids = np.asarray(self.client_ids, dtype=np.uint64)
         bits = kernels.keyed_bits(self.seed, self.round, self.step, self.stream, ids.reshape(-1),
                                   math.prod(shape))
@@ -77,10 +79,14 @@ class Key:
         highs = np.ascontiguousarray(highs, dtype=np.int64)
         if highs.shape != ids.shape:
             raise ValueError(f"highs: one per client ({ids.shape}), got shape {highs.shape}")
+        from . import kernels
+
         return kernels.keyed_integers(self.seed, self.round, self.step, self.stream, ids, highs, size)
 
     def normal(self, shape: tuple[int, ...]) -> np.ndarray:
         """Standard normal floats of shape (clients, *shape) by inverse-CDF transform."""
+        from scipy.special import ndtri
+
         repeated = self._once_per_client(Key.normal, shape)
         return repeated if repeated is not None else ndtri(self.uniform(shape))
 

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from ..data.stores import ClientData
 from .base import Problem
-from .linear import make_lasso, make_lowrank
+from .linear import LinearRegression, make_lasso, make_lowrank
 from .registry import (
     PROBLEMS,
     ProblemParams,
@@ -37,6 +37,7 @@ class LassoParams(ProblemParams):
     lam 0.1 (the smallest of {0.03, 0.1, 0.2, ...} at which the centralized optimum has support
     F1 = 1 for supports 512, 64 and 8, seeds 0-2), client shift 0.1."""
 
+    problem_class: ClassVar[type[Problem]] = LinearRegression
     name: Literal["lasso"] = "lasso"
     fusable_lam: ClassVar[bool] = True  # lam weighs psi only (ProblemParams.fusable_lam)
     lam: float = Field(0.1, ge=0, allow_inf_nan=False)
@@ -68,6 +69,7 @@ class LowRankParams(ProblemParams):
     (the smallest of {0.05, 0.1, 0.2, 0.3} at which the centralized optimum has the true rank for
     ranks 16, 4 and 1, seeds 0-2), client shift 0.1."""
 
+    problem_class: ClassVar[type[Problem]] = LinearRegression
     name: Literal["lowrank"] = "lowrank"
     fusable_lam: ClassVar[bool] = True  # lam weighs psi only (ProblemParams.fusable_lam)
     lam: float = Field(0.3, ge=0, allow_inf_nan=False)

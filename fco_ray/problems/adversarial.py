@@ -26,7 +26,6 @@ from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
-from scipy.special import log_softmax, softmax
 
 from ..data.partition import digits_clients
 from ..data.stores import ClientData
@@ -41,6 +40,7 @@ CLASSES = 10
 class UniversalAdversarial(SaddleProblem):
     """Multinomial logistic regression against one l1-penalized, box-constrained attack."""
 
+    rule = "fco_ray.rules.problems:adversarial"  # fco_ray.rules: on a device backend
     max_blocks = ("delta",)
 
     def loss_and_grad(self, params: Params, batch):
@@ -49,6 +49,7 @@ class UniversalAdversarial(SaddleProblem):
         logits_i = W^T (x_i + delta) + b, e_i = softmax(logits_i) - onehot(y_i):
         grad_W = sum_i w_i (x_i + delta) e_i^T, grad_b = sum_i w_i e_i, grad_delta = W sum_i w_i e_i.
         """
+        from scipy.special import log_softmax, softmax
         x, labels, weight = batch["x"], batch["y"], batch["weight"]
         w, delta = params["W"], params["delta"]
         xa = x + delta[:, None, :]

@@ -26,6 +26,7 @@ from ..data.stores import ClientData, ClientStore
 from ..ops.random import Key
 from ..ops.regularizers import Blockwise
 from ..ops.tree import Params
+from ..runtime.refs import resolve
 
 
 @dataclass
@@ -44,6 +45,21 @@ class Problem(abc.ABC):
     info: dict[str, Any] = field(default_factory=dict)
     #: what this problem offers the algorithms (fco_ray.algorithms.base.PROBLEM_KINDS)
     kinds: ClassVar[frozenset[str]] = frozenset({"minimize"})
+    #: the problem's rule for one model and one client in JAX (`fco_ray.rules.problems`): a
+    #: factory `(problem, batch_size) -> rule or None`, or "module:name" imported when a
+    #: device backend asks. Read on the class that declares it only: a subclass (which may
+    #: change the gradient) declares its own.
+    rule: ClassVar = None
+
+    @classmethod
+    def has_rule(cls) -> bool:
+        return vars(cls).get("rule") is not None
+
+    def make_rule(self, batch_size: int | None):
+        """This problem's one-member rule (None: none, or not for this psi)."""
+        if not self.has_rule():
+            return None
+        return resolve(vars(type(self))["rule"])(self, batch_size)
 
     # ---- hooks for subclasses ---------------------------------------------------------
     def init_params(self, rng: np.random.Generator) -> Params:

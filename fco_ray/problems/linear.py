@@ -18,7 +18,6 @@ import math
 import numpy as np
 
 from ..data.stores import ClientData
-from ..ops import kernels
 from ..ops import regularizers as R
 from ..ops.random import BATCH
 from ..ops.tree import Params
@@ -29,6 +28,8 @@ RANK_TOL = 1e-4  # singular values above this count towards the rank (E2)
 
 
 class LinearRegression(Problem):
+    rule = "fco_ray.rules.problems:least_squares"  # fco_ray.rules: on a device backend
+
     def loss_and_grad(self, params: Params, batch):
         xf, resid = self._residuals(params, batch["x"], batch["y"])
         wr = batch["weight"] * resid
@@ -52,6 +53,8 @@ class LinearRegression(Problem):
             gw, gb = self._group_grad(params, key, ids[::group], sizes[::group],
                                       offsets[::group], batch_size, group)
         else:
+            from ..ops import kernels  # numba: on the first step, not with the schemas
+
             gw, gb = kernels.sampled_linear_grad(
                 self._x_rows, self.train.arrays["y"].reshape(-1),
                 key.seed, key.round, key.step, key.stream, ids, sizes, offsets, batch_size,
@@ -65,7 +68,7 @@ class LinearRegression(Problem):
         """The composite family's K local steps in one compiled call per block of clients
         (`kernels.least_squares_steps`) where psi is an l1 penalty (or zero) on `w` alone
         and the steps use minibatches; a fused group's members share each minibatch. Same
-        numbers as the step-by-step loop up to rounding (tests/test_compiled_steps.py)."""
+        numbers as the step-by-step loop up to rounding (tests/engine/test_compiled_steps.py)."""
         lam = _l1_weight(self.psi)  # a number, or one per row (a fused group's lam)
         if batch_size is None or lam is None or self._overrides("grad", "loss_and_grad"):
             return None
@@ -82,6 +85,8 @@ class LinearRegression(Problem):
         # thresholds t lam, as the prox computes them; (K,) or (K, rows) -> (K, rows)
         thresholds = [np.ascontiguousarray(np.broadcast_to(
             np.asarray(t, float).reshape(steps, -1) * lam, (steps, n))) for t in (pre, post)]
+        from ..ops import kernels
+
         kernels.least_squares_steps(
             self._x_rows, self.train.arrays["y"].reshape(-1), key.seed, key.round, BATCH,
             ids[::group], sizes, offsets, batch_size, w, b,
@@ -100,6 +105,8 @@ class LinearRegression(Problem):
         one minibatch (the rows its key draws, as `sampled_linear_grad` draws them): the
         rows are gathered once and every model's residuals and gradient are two batched
         matrix products, R = X W^T (B x G) and R^T X / B (G x P), instead of G passes."""
+        from ..ops import kernels
+
         flat = kernels.keyed_integers(key.seed, key.round, key.step, key.stream, ids, sizes,
                                       batch_size)
         flat += offsets[:, None]

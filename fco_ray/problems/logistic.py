@@ -35,7 +35,6 @@ from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
-from scipy.special import expit
 
 from ..data.partition import dirichlet_label_split
 from ..data.stores import ClientData
@@ -113,6 +112,7 @@ class BinaryLogistic(Classifier):
     """Binary logistic regression, model {"w": (d,), "b": ()}."""
 
     def loss_and_grad(self, params: Params, batch):
+        from scipy.special import expit
         x, y, weight = batch["x"], batch["y"], batch["weight"]
         z = np.matmul(x, params["w"][..., None])[..., 0] + params["b"][:, None]
         loss = np.einsum("cb,cb->c", weight, np.logaddexp(0.0, z) - y * z)

@@ -132,6 +132,8 @@ class BilinearSaddle(SaddleProblem):
     `info` holds A (n x m), b ((n,) or (n, p)), lam, radius (D) and noise (sigma).
     """
 
+    rule = "fco_ray.rules.problems:bilinear"  # fco_ray.rules: on a device backend
+
     @property
     def a(self) -> np.ndarray:
         return self.info["A"]
@@ -276,7 +278,7 @@ class BilinearL1Params(ProblemParams):
     """E5 l1 bilinear saddle problem; defaults: n = 300, m = 600, lam = 0.1, D = 0.05,
     100 clients, gradient noise sigma = 0.1. Sequential FeDualEx: clients = 1; deterministic: noise = 0."""
 
-    problem_class: ClassVar[type[Problem]] = SaddleProblem
+    problem_class: ClassVar[type[Problem]] = BilinearSaddle
 
     name: Literal["bilinear_l1"] = "bilinear_l1"
     fusable_lam: ClassVar[bool] = True  # lam weighs psi only (ProblemParams.fusable_lam)

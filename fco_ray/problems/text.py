@@ -28,21 +28,21 @@ import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
-import scipy.sparse as sp
 from pydantic import Field, model_validator
-from scipy.special import expit
 
 from ..data.stores import SparseNodes
-from ..ops import kernels_sparse as K
 from ..ops import regularizers as R
 from ..ops.random import BATCH, PERMUTATION, Key
 from ..ops.tree import Params
 from .base import Problem
 from .nodes import LocalPasses, SDCAPasses
 from .registry import ProblemParams, register_problem
+
+if TYPE_CHECKING:  # scipy and numba (kernels_sparse) load on first use, not with the schemas
+    import scipy.sparse as sp
 
 
 def sparsity_scalings(nodes: SparseNodes) -> tuple[np.ndarray, np.ndarray]:
@@ -52,6 +52,7 @@ def sparsity_scalings(nodes: SparseNodes) -> tuple[np.ndarray, np.ndarray]:
     phi_k^j = n_k^j / n_k, s_k^j = phi^j / phi_k^j (returned at every stored nonzero, where
     n_k^j >= 1); omega^j = #nodes with n_k^j >= 1, a^j = K / omega^j (1 where omega^j = 0).
     """
+    from ..ops import kernels_sparse as K
     s, omega = K.sparsity_scalings(nodes.x.indices, nodes.x.indptr, nodes.offsets, nodes.dim)
     return s, np.where(omega > 0, nodes.num_clients / np.maximum(omega, 1), 1.0)
 
@@ -59,6 +60,7 @@ def sparsity_scalings(nodes: SparseNodes) -> tuple[np.ndarray, np.ndarray]:
 # ---- logistic pieces, vectorized over rows ---------------------------------------------------
 def logistic(z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """l(z) = log(1 + exp(-y z)) and l'(z) = -y sigmoid(-y z), elementwise."""
+    from scipy.special import expit
     return np.logaddexp(0.0, -y * z), -y * expit(-y * z)
 
 
@@ -119,6 +121,7 @@ def _lane_blocks(members: int) -> list[tuple[np.ndarray, int]]:
     """Members in blocks of at most `kernels_sparse.GROUP_BLOCK` for the group kernels, as
     (member indices, real count); a block is padded to a multiple of `kernels_sparse.LANES`
     with copies of its first member (computed, then dropped)."""
+    from ..ops import kernels_sparse as K
     blocks = []
     for start in range(0, members, K.GROUP_BLOCK):
         real = np.arange(start, min(start + K.GROUP_BLOCK, members))
@@ -200,6 +203,7 @@ class SparseTextLogReg(Problem):
         """sum_k weights_k grad F_k(w) over the nodes `rows`, with
         grad F_k(w) = (1/n_k) sum_{i in k} l_i'(<x_i, w>) x_i + lam w.
         A stack w (G, d) of a fused group gives (G, d), one pass over the data for all."""
+        from ..ops import kernels_sparse as K
         rows = np.asarray(rows, np.int64)
         coef = weights / self.node_sizes(rows)
         w = np.asarray(w, np.float64)
@@ -225,6 +229,7 @@ class SparseTextLogReg(Problem):
         A fused group of G members: w and g stacks (G, d), h (nodes, G), eta and mu numbers
         or (G,); returns (G, d), member m equal to its own call, in one pass over the data
         (`kernels_sparse.svrg_passes_group`)."""
+        from ..ops import kernels_sparse as K
         h, steps, scaled, passes, eta, mu = (local.h, local.steps, local.scaled, local.passes,
                                              local.eta, local.mu)
         rows = np.asarray(rows, np.int64)
@@ -269,6 +274,7 @@ class SparseTextLogReg(Problem):
         """sum_k weights_k (v_k - w) / sigma after CoCoA+'s local SDCA passes (see
         `kernels_sparse.sdca_passes`; scale sigma / (lam n)); `duals` (b = y alpha of the
         nodes' samples, node after node) are updated in place."""
+        from ..ops import kernels_sparse as K
         passes, sigma, n = local.passes, local.sigma, local.n
         rows = np.asarray(rows, np.int64)
         sizes = self.node_sizes(rows)

@@ -70,6 +70,33 @@ def _offender(value):
     return next((v for v in items if isinstance(v, (bool, str))), value)
 
 
+def _why_text(text: str) -> str:
+    """What is wrong with `text` where a number belongs: a number in quotes (text is never
+    taken as a number) or text that is no number at all, and where it stops being one."""
+    stripped = text.strip()
+    try:
+        float(stripped)
+    except ValueError:
+        pass
+    else:
+        return " (text is never taken as a number: write the number without quotes)"
+    if not stripped:
+        return " (empty text is not a number)"
+    read = next((i for i in range(len(stripped) - 1, 0, -1) if _is_float(stripped[:i])), 0)
+    if read == 0:
+        return " (not a number)"
+    return (f" (not a number: {short_repr(stripped[read:])} after the number "
+            f"{short_repr(stripped[:read])})")
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def no_bool_numbers(cls, data):
     """A `model_validator(mode="before")`: attach as
     `_no_bools = model_validator(mode="before")(no_bool_numbers)`. The error has type
@@ -83,7 +110,7 @@ def no_bool_numbers(cls, data):
                 what = (f"the {kind} {short_repr(bad)}" if bad is value
                         else f"a {kind} in {short_repr(value)}")
                 what += (" (YAML reads yes/no/on/off/true/false as booleans)" if kind == "boolean"
-                         else " (text is never taken as a number: write the number without quotes)")
+                         else _why_text(bad))
                 raise PydanticCustomError(
                     "bool_not_number", "expected a number, got {what}",
                     {"key": key, "what": what, "value": short_repr(value)})

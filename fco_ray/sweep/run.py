@@ -61,7 +61,8 @@ class SweepOutcome:
 
 def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = False,
               storage: str | Path | None = None,
-              echo: Callable[[str], None] = partial(print, flush=True)) -> SweepOutcome:
+              echo: Callable[[str], None] = partial(print, flush=True),
+              sweep: Sweep | None = None) -> SweepOutcome:
     """Run (or resume) a sweep file on the current Ray cluster; what `fco-ray sweep` does.
 
     Joins the Ray cluster at `RAY_ADDRESS` if set, else starts a new local one on loopback
@@ -69,8 +70,10 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
     Tune's state lives in `<storage>/<name>`
     (default storage: `./ray_results`); `resume=True` restores it (`Tuner.restore`), reruns
     unfinished and errored trials, and reuses the MLflow parent and child runs.
+    `sweep`: the file and overrides already loaded (`load_sweep(path, overrides)`), as the
+    CLI does before it imports Ray and MLflow.
     """
-    sweep = load_sweep(path, overrides)
+    sweep = sweep or load_sweep(path, overrides)
     root = Path(storage or Path.cwd() / "ray_results").resolve()
     exp_dir = root / sweep.name
     resolved = yaml.safe_dump(sweep.spec.model_dump(mode="json"), sort_keys=True)
@@ -170,7 +173,7 @@ def _fit(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: b
                                # state of the trial's models): with num_to_keep=1 Tune
                                # deletes the previous one before its experiment state
                                # stops naming it, and a sweep killed in between could
-                               # not resume (tests/test_resume.py, under load)
+                               # not resume (tests/ray/test_resume.py, under load)
                                checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
                                failure_config=tune.FailureConfig(
                                    max_failures=sweep.spec.tune.max_failures)))
@@ -225,9 +228,7 @@ def _check_resources(sweep: Sweep, connection, echo) -> None:
             continue
         seen.add(section)
         backend = sweep.run_config(point).backend
-        what = (f"backend.actors={backend.actors}, backend.cpus_per_actor={backend.cpus_per_actor:g}, "
-                if backend.name == "ray" else "backend local, ")
-        trials.setdefault(what + f"tune.cpus_per_trial={sweep.spec.tune.cpus_per_trial:g}",
+        trials.setdefault(backend.describe() + f", tune.cpus_per_trial={sweep.spec.tune.cpus_per_trial:g}",
                           trial_bundles(backend, sweep.spec.tune.cpus_per_trial))
     where = "the local Ray cluster" if connection.started else f"the Ray cluster at {connection.address}"
     try:

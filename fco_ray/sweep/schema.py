@@ -42,7 +42,6 @@ from ..runtime.files import (
 )
 from ..runtime.strict import no_bool_numbers
 from ..runtime.values import MAX_CONFIGURATIONS, check_grid_values
-from ..tracking.store import default_uri
 
 FIXED_POINT_KEYS = ("algorithm.name", "seed")
 MAX_NAME = MAX_SWEEP_NAME  # characters of a sweep name
@@ -145,8 +144,9 @@ class TuneSettings(_Strict):
                                          "default: about a tenth of the rounds")
     fuse: bool = Field(True, description="run configurations that differ only in real-valued "
                        "hyperparameters of one algorithm as one fused Tune trial (fco_ray.core.group)")
-    fuse_max: int = Field(64, ge=1, le=MAX_FUSE, description="configurations per fused trial "
-                          "at most (each member keeps its own models in the trial's memory)")
+    fuse_max: int | None = Field(None, ge=1, le=MAX_FUSE, description="configurations per fused "
+                                 "trial at most (each member keeps its own models in the trial's "
+                                 "memory); null: 64, or 1024 on a device backend")
 
 
 class SweepTracking(_Strict):
@@ -274,6 +274,8 @@ class Sweep:
 
     @property
     def tracking_uri(self) -> str:
+        from ..tracking.store import default_uri  # MLflow: not for checking a sweep file
+
         return self.spec.tracking.uri or default_uri()
 
     def algorithms(self) -> dict[str, dict]:

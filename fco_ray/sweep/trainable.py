@@ -28,7 +28,6 @@ from pathlib import Path
 from ray import tune
 
 from ..algorithms import ALGORITHMS
-from ..backends.ray_backend import STRATEGIES
 from ..core.checkpoint import FILE as SNAPSHOT_FILE
 from ..core.checkpoint import Snapshot, load_snapshot, save_snapshot
 from ..core.config import BackendConfig
@@ -42,10 +41,8 @@ def trial_bundles(backend: BackendConfig, cpus_per_trial: float = 1.0,
     """Placement-group bundles a trial reserves: bundle 0 for the trial process (with its GPU
     share, where it runs the device path), then one per Ray client actor (which the ray
     backend places in bundles 1..n)."""
-    bundles = [{"CPU": cpus_per_trial, **({"GPU": gpus_per_trial} if gpus_per_trial else {})}]
-    if backend.name == "ray":
-        bundles += [{"CPU": backend.cpus_per_actor}] * backend.actors
-    return bundles
+    return ([{"CPU": cpus_per_trial, **({"GPU": gpus_per_trial} if gpus_per_trial else {})}]
+            + backend.actor_bundles())
 
 
 class TrialResources:
@@ -56,7 +53,7 @@ class TrialResources:
 
     def __call__(self, tune_config: dict):
         backend = self.sweep.run_config(self.sweep.members_of(tune_config)[0]).backend
-        strategy = STRATEGIES[backend.placement] if backend.name == "ray" else "PACK"
+        strategy = backend.placement_strategy
         return tune.PlacementGroupFactory(
             trial_bundles(backend, self.sweep.spec.tune.cpus_per_trial,
                           self.sweep.spec.tune.gpus_per_trial), strategy=strategy)

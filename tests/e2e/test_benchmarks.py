@@ -1,0 +1,74 @@
+"""Every benchmark in benchmarks/ still starts and runs: its `--quick` smoke run (seconds, its
+own side only: peer_flower.py without Flower) exits 0 and writes nothing into the recorded
+results (benchmarks/results/, results/). A refactor that breaks a benchmark's imports or
+calls fails here instead of at the next measurement."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+
+#: script -> the arguments of its smoke run, besides --quick
+LOCAL = {
+    "blas_floor.py": [],
+    "compiled_rounds.py": [],  # the device backend on JAX's CPU platform beside numba
+    "e5_protocol.py": [],
+    "e7_fig2.py": [],
+    "e7_fused.py": [],
+    "e7_memory.py": [],
+    "e7_round.py": [],
+    "engine_unit.py": [],
+    "fused.py": [],
+    "gpu.py": [],  # the device programs on JAX's CPU platform
+    "mlflow_sqlite.py": [],
+    "mlflow_sweep_log.py": [],
+    "run.py": ["--only", "local,scaling"],
+    "step_profile.py": [],
+}
+#: those that start a Ray cluster
+RAY = {
+    "peer_flower.py": [],  # fco_ray's local and ray backends; Flower's side needs its own venv
+    "ray_round.py": [],
+    "ray_scaling.py": [],
+    "ray_startup.py": [],
+    "run.py": ["--only", "ray,sweep"],
+}
+#: Flower's side of peer_flower.py: imported by Flower's simulation in benchmarks/.venv-flower
+NOT_A_SCRIPT = {"flower_task.py"}
+
+
+def recorded() -> dict[str, int]:
+    """The recorded results' files and their modification times."""
+    return {str(p): p.stat().st_mtime_ns for d in (BENCHMARKS / "results", ROOT / "results")
+            for p in d.rglob("*") if p.is_file()}
+
+
+def smoke(script: str, args: list[str], tmp_path: Path) -> None:
+    before = recorded()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick", *args], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{script} --quick {args}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert recorded() == before, f"{script} --quick wrote into the recorded results"
+
+
+def test_every_benchmark_has_a_smoke_run():
+    scripts = {p.name for p in BENCHMARKS.glob("*.py")}
+    assert scripts == set(LOCAL) | set(RAY) | NOT_A_SCRIPT
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(LOCAL))
+def test_benchmark_quick(script, tmp_path):
+    smoke(script, LOCAL[script], tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.parametrize("script", sorted(RAY))
+def test_ray_benchmark_quick(script, tmp_path):
+    smoke(script, RAY[script], tmp_path)
