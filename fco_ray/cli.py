@@ -17,7 +17,14 @@ from pathlib import Path
 
 from . import __version__
 from .runtime.errors import short_repr
-from .runtime.files import ConfigError, apply_overrides, check_plain_name, check_sweep_key, load_yaml
+from .runtime.files import (
+    ConfigError,
+    apply_overrides,
+    check_no_links,
+    check_plain_name,
+    check_sweep_key,
+    load_yaml,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 SWEEP_ONLY_KEYS = {"algorithms", "search", "seeds", "tune", "name", "report"}
@@ -288,6 +295,9 @@ def cmd_report(args) -> int:
         sweep, uri = spec.name, uri or spec.tracking.uri
     check_sweep_key(sweep, "report")  # a name or a parent run id (32 hex digits) alike
     uri = _existing_store(uri)
+    # a linked folder is refused before the sweep is read (render_report checks again)
+    check_no_links(args.out if args.out is not None else Path.cwd() / "reports",
+                   "--out" if args.out is not None else "report folder")
     from .report import render_report  # matplotlib: once the input is checked
 
     index = render_report(sweep, tracking_uri=uri, out_dir=args.out,
