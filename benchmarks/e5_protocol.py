@@ -13,8 +13,9 @@ The settings are the sweep files': A 300 x 600 fixed for all seeds
 K = 1 (metrics every 40), 400 at K = 10 (every 4); nuclear: 100 and 20 rounds (every round).
 Grids: eta_s in {1, .3, .1, .03, .01} x eta_c in {1, .3, .1, .03, .01, .003, .001} (nuclear also
 eta_c in {10, 3}). Methods: feddualex, fedmip (Appendix H, server prox), feddualavg, fedmid,
-extragrad_local_sgd; `fedmip_noprox` (FedMiP without the server prox, the paper's reported
-FedMiP) may be added with --methods.
+extragrad_local_sgd; `fedmip_noprox` (FedMiP without the server prox: not the paper's
+Algorithm 2, whose line 11 applies the server prox, but the variant that gives the gap and
+density the paper reports for FedMiP, results/e5_full_scale.md) may be added with --methods.
 
 Output under --out: `<problem>_trials.csv`, one row per configuration (final and best
 duality gap of the server model and of the ergodic output, densities, ranks), appended after

@@ -19,7 +19,7 @@ from typing import Callable
 from ray import tune
 
 from ..core.checkpoint import FILE as STATE_FILE
-from ..tracking.progress import progress_text
+from ..tracking.progress import RateMeter, progress_text
 from ..tracking.store import Store, TrackingUnavailable
 from ..tracking.summary import run_label
 from ..tracking.sweeps import SweepLog
@@ -83,7 +83,7 @@ class MLflowLogger(tune.Callback):
             # a fused group is one Tune trial running len(points) configurations at once
             "label": (f"{configs[0]['algorithm']['name']} seed{configs[0].get('seed', 0)}, "
                       f"{len(points)} fused configurations" if len(points) > 1 else labels[0]),
-            "rounds": configs[0]["rounds"], "start": None, "row": None}
+            "rounds": configs[0]["rounds"], "meter": RateMeter(), "row": None}
         for key, config, label in zip(keys, configs, labels):
             if key in open_keys:
                 self._write(self.log.start, key, config, label)
@@ -129,9 +129,8 @@ class MLflowLogger(tune.Callback):
         if state is None:
             return
         now = time.monotonic()
-        if state["start"] is None or row["round"] < state["start"][1]:  # first row, or a rerun
-            state["start"] = (now, row["round"])
-        state["row"], state["now"] = row, now
+        state["meter"].add(now, row["round"])  # a rerun's round 0 starts it over
+        state["row"] = row
         if now - self.shown < PROGRESS_SECONDS:
             return
         self.shown = now
@@ -139,7 +138,7 @@ class MLflowLogger(tune.Callback):
             if s["row"] is not None and s["row"]["round"] < s["rounds"]:
                 metric = {k: s["row"][k] for k in (self.sweep.metric, f"best {self.sweep.metric}") if k in s["row"]}
                 self.echo("  " + progress_text(s["label"], s["row"]["round"], s["rounds"],
-                                               s["now"] - s["start"][0], s["start"][1], metric))
+                                               s["meter"].rate(), metric))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         result = trial.last_result or {}

@@ -101,6 +101,9 @@ def _run_locked(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, re
         with _StopSignals() as stops:  # after connect: ray.init sets a SIGTERM handler
             _check_resources(sweep, connection, echo)
             store = Store(sweep.tracking_uri)
+            if not resume:
+                for line in earlier_sweep(store, sweep, exp_dir):
+                    echo(line)
             log = SweepLog(store, sweep.experiment, sweep.name, sweep.metric, sweep.mode,
                            sweep.source, resume)
             try:
@@ -208,6 +211,31 @@ def _fit(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: b
         report_after_sweep(log.parent_id, store.uri, echo)
     return SweepOutcome(log.parent_id, log.experiment_id, store.uri, exp_dir, results,
                         results.num_errors, best)
+
+
+def earlier_sweep(store: Store, sweep: Sweep, exp_dir: Path) -> list[str]:
+    """What a new run of a sweep does to an earlier one of the same name, said before it
+    starts: MLflow gets a second parent run beside the first (`fco-ray runs`, `report` and
+    the printed link read the newest), and Tune writes its new state beside the old one in
+    the same folder (`--resume` resumes the newest)."""
+    from ..tracking.queries import find_parent
+
+    exp_id = store.experiment_id(sweep.experiment, create=False)
+    parent = find_parent(store, exp_id, sweep.name) if exp_id is not None else None
+    old_state = exp_dir.is_dir() and any(exp_dir.glob("experiment_state*.json"))
+    if parent is None and not old_state:
+        return []
+    lines = [f"note: sweep {sweep.name} ran before; this run starts anew and keeps the earlier one:"]
+    if parent is not None:
+        lines.append(f"  MLflow experiment {sweep.experiment!r} already has its parent run "
+                     f"{parent.info.run_id} ({parent.info.status}); a second parent run is added "
+                     "beside it, and fco-ray runs, fco-ray report and the printed link show the newest")
+    if old_state:
+        lines.append(f"  Tune's state of the earlier run stays in {exp_dir}, the new one is written "
+                     "beside it; --resume resumes the newest")
+    lines.append("  to keep runs apart, give this one another name (--set name=NEW) or store "
+                 "(--set tracking.uri=..., --storage DIR)")
+    return lines
 
 
 def _check_resources(sweep: Sweep, connection, echo) -> None:

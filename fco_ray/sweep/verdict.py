@@ -3,9 +3,13 @@
 What a newcomer needs after the best-configuration table: which algorithm won and by how
 much, what the metric values mean against the known truth of a synthetic problem (density
 0.5 on E1 is exactly the true support), which configurations diverged (so the grid is seen
-to bracket the rates), which paper figure the sweep reproduces, and what to run next.
+to bracket the rates), how the outcome compares with a paper's figure, and what to run next.
 Only statements the data supports are made: a truth sentence needs the truth's parameters
-in the trials' configs, the paper sentence only names the figure and its claim.
+in the trials' configs; a paper figure is named as reproduced only when every trial ran at
+the figure's setting (declared with the figure in `fco_ray.experiments`) and its claims are
+then checked one by one on this sweep's best configurations, agreeing or not. The order of
+the best configurations is the one ranking of fco-ray (`tracking.queries.rank_configurations`,
+the `place` column), which also orders the MLflow link's run list.
 """
 from __future__ import annotations
 
@@ -13,31 +17,8 @@ import math
 
 import pandas as pd
 
-# problem -> (the paper figure it reproduces, that figure's claim, the paper-scale sweep file)
-PAPERS = {
-    "lasso": ("Fig. 3 of Yuan, Zaheer, Reddi (ICML 2021), federated LASSO",
-              "FedDualAvg recovers the sparse support, FedMiD's server model stays denser "
-              "(the paper's \"curse of primal averaging\")", "sweeps/e1_lasso.yaml"),
-    "lowrank": ("Fig. 4 of Yuan, Zaheer, Reddi (ICML 2021), low-rank matrix estimation",
-                "FedDualAvg reaches the true rank, FedMiD stays above it", "sweeps/e2_lowrank.yaml"),
-    "sparse_logreg": ("Figs. 1 and 5 of Yuan, Zaheer, Reddi (ICML 2021), sparse logistic regression",
-                      "FedDualAvg is sparse and about as accurate as centralized training",
-                      "sweeps/e3_haxby.yaml"),
-    "constrained_logreg": ("Appendix B.5 of Yuan, Zaheer, Reddi (ICML 2021), constrained learning",
-                           "every iterate is feasible", "sweeps/e4_constrained.yaml"),
-    "mlp": ("Appendix B.5 of Yuan, Zaheer, Reddi (ICML 2021), constrained MLP",
-            "every iterate is feasible", "sweeps/e4_mlp.yaml"),
-    "bilinear_l1": ("Figs. 4 and 5 of Bai, Bullins (ICLR 2024), composite bilinear saddle points",
-                    "the extra-step methods reach a far smaller duality gap", "sweeps/e5_l1_k10.yaml"),
-    "bilinear_nuclear": ("Figs. 4 and 5 of Bai, Bullins (ICLR 2024), nuclear-norm saddle points",
-                         "FeDualEx finds a low-rank solution", "sweeps/e5_nuclear_k10.yaml"),
-    "adversarial": ("Figs. 6 and 7 of Bai, Bullins (ICLR 2024), universal adversarial training",
-                    "FeDualEx's attack is sparser than PGDA's at equal accuracy",
-                    "sweeps/e6_adversarial.yaml"),
-    "sparse_text_logreg": ("Fig. 2 of Konecny, McMahan, Ramage, Richtarik (2016), federated SVRG",
-                           "FSVRG nears the optimum in tens of rounds, GD far slower",
-                           "sweeps/e7_fsvrg.yaml"),
-}
+from ..experiments import nearest
+
 RATES = {"algorithm.client_lr": "client_lr", "algorithm.server_lr": "server_lr"}
 
 
@@ -101,7 +82,7 @@ def diverged_sentence(trials: pd.DataFrame, searched: list[str]) -> str | None:
                     every = f" (every {', '.join(others)})" if others else ""
                     named.append(f"{RATES.get(key, key)}={value:g}{every}")
                     left = left[left[key] != value]
-        named += [_where(r, [k for k in searched if k in r]) for _, r in left.iterrows()]
+        named += dict.fromkeys(_where(r, [k for k in searched if k in r]) for _, r in left.iterrows())  # seeds: once
         parts.append((alg, "; ".join(named)))
     by_text: dict[str, list[str]] = {}  # algorithms that diverged at the same places: one clause
     for alg, text in parts:
@@ -136,7 +117,9 @@ def verdict_lines(best: pd.DataFrame, trials: pd.DataFrame, metric: str, mode: s
     """The closing lines: winner and margin, truth, divergence, paper figure, next command."""
     if best.empty or "score" not in best:
         return ["verdict: no configuration finished; see the diverged runs above"]
-    order = best.sort_values("score", ascending=(mode == "min")).reset_index(drop=True)
+    # best first: the ranking's place (tie-break included); `score` alone for a table without it
+    order = (best.sort_values("place", kind="stable") if "place" in best
+             else best.sort_values("score", ascending=(mode == "min"), kind="stable")).reset_index(drop=True)
     keys = [k for k in searched if k in order]
     lines = []
     top = order.iloc[0]
@@ -155,14 +138,46 @@ def verdict_lines(best: pd.DataFrame, trials: pd.DataFrame, metric: str, mode: s
     if diverged:
         inside = inside_grid(order, trials, keys)
         lines.append(f"  {diverged}" + (", and every best rate lies inside the grid" if inside else ""))
-    problem = top.get("problem.name")
-    if problem in PAPERS:
-        figure, claim, full = PAPERS[problem]
-        seeds = len(top["seeds"]) if isinstance(top.get("seeds"), list) else None
-        rounds = top.get("rounds")
-        scale = f" ({seeds} seed{'s' if seeds != 1 else ''}, {int(rounds)} rounds here)" if seeds and rounds else ""
-        lines.append(f"  this reproduces {figure}{scale}: {claim}")
-        if sweep_file is not None and not str(sweep_file).endswith(full):
-            lines.append(f"  next: fco-ray sweep {full}   (the paper's grid, seeds and rounds; "
-                         "recorded results: docs/results.md)")
+    lines += paper_lines(order, trials, sweep_file)
     return lines
+
+
+def paper_lines(best: pd.DataFrame, trials: pd.DataFrame, sweep_file: str | None) -> list[str]:
+    """The sweep beside the paper figure of its problem (`fco_ray.experiments`): its claims
+    checked when every trial ran the figure's setting, else what differs and the sweep file
+    that runs the figure's setting."""
+    experiment, differs = nearest(trials.to_dict("records"))
+    if experiment is None:
+        return []
+    if differs:
+        what = "; ".join(f"{k} {', '.join(v)} here, {experiment.settings[k]} there"
+                         for k, v in differs.items())
+        lines = [f"  not the setting of {experiment.figure} ({what}): no paper claim is checked"]
+        if sweep_file is None or not str(sweep_file).endswith(experiment.sweep_file):
+            lines.append(f"  next: fco-ray sweep {experiment.sweep_file}   (that setting; "
+                         "recorded results: docs/results.md)")
+        return lines
+    rows = {r["algorithm"]: r for r in best.to_dict("records")}
+    checked, agree, out = 0, 0, []
+    for claim in experiment.claims:
+        missing = [a for a in claim.needs if a not in rows]
+        if missing:
+            out.append(f"    not checked: {claim.text} ({', '.join(missing)}: no finished configuration here)")
+            continue
+        result = claim.test(rows)
+        if result is None:
+            out.append(f"    not checked: {claim.text} (none of the methods it is compared with ran)")
+            continue
+        holds, shows = result
+        checked, agree = checked + 1, agree + holds
+        out.append(f"    {'agrees' if holds else 'disagrees'}: {claim.text}: {shows}")
+    if not checked:
+        head = (f"  {experiment.figure}, at its setting: none of its {len(experiment.claims)} claims "
+                "can be checked on the methods this sweep ran")
+    elif agree == checked == len(experiment.claims):
+        head = f"  {experiment.figure}, at its setting: this sweep agrees with each of its claims"
+    else:
+        head = (f"  {experiment.figure}, at its setting: this sweep agrees with {agree} and disagrees "
+                f"with {checked - agree} of its {len(experiment.claims)} claims"
+                + (f" ({len(experiment.claims) - checked} not checked)" if checked < len(experiment.claims) else ""))
+    return [head, *out]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from .store import (
@@ -35,7 +36,8 @@ def children(store: Store, parent) -> list:
 def trials_frame(runs: list) -> pd.DataFrame:
     """One row per child run: run_id, trial_id, algorithm, status (fco.status), run_status
     (MLflow's), final_round, the typed params (dotted keys, listed in `attrs["params"]`) and
-    the final metric values (each metric's last step; listed in `attrs["metrics"]`; the
+    the final metric values (each metric's last step, NaN for a diverged run; listed in
+    `attrs["metrics"]`; the
     summary metrics `final.*`, `best.*` are left out: they repeat the series; `mean.*`, the
     ranked metric's area under its curve, is a column but not in `attrs["metrics"]`)."""
     rows, params, metrics = [], set(), set()
@@ -52,43 +54,66 @@ def trials_frame(runs: list) -> pd.DataFrame:
         metrics.update(logged)
         rows.append(row)
     df = pd.DataFrame(rows)
+    if len(df) and metrics:  # a diverged run has no final value: its last finite row (often
+        # round 0, F1 0) is not where it ended; shown as diverged, as its progress line's nan
+        df.loc[df["status"] == "diverged", sorted(metrics)] = math.nan
     df.attrs.update(params=sorted(params), metrics=sorted(metrics))
     return df
 
 
-def best_per_algorithm(trials: pd.DataFrame, metric: str, mode: str) -> pd.DataFrame:
-    """Best configuration per algorithm, seeds pooled.
+def rank_configurations(trials: pd.DataFrame, metric: str, mode: str) -> pd.DataFrame:
+    """Every configuration of a sweep (a trial's config minus its seed), best first: THE
+    ranking of fco-ray (the verdict, `best_per_algorithm`, `fco-ray runs --best`, the report's
+    best table and the order of the MLflow link's run list all come from it).
 
-    Trials are grouped by their config without `seed`; a group's score is the mean over its
-    seeds of the final `metric`, where a trial that did not finish (diverged, stopped early,
-    error) counts as the worst value (+inf for min, -inf for max), so such groups rank last
-    and an algorithm whose every group has one gets no best. Groups tied on the score (e.g.
-    F1 = 1 at many rates) are ranked by the mean over seeds of `mean.<metric>` (the area
-    under the metric's curve: the group that got there sooner), then by their params' text.
-    Returns one row per algorithm:
-    `algorithm`, `score`, `seeds`, `run_ids`, the config (dotted keys) and the mean final
-    value of every metric over the group.
-    """
+    A configuration's score is the mean over its seeds of the final `metric`, where a trial
+    that did not finish (diverged, stopped early, error) counts as the worst value (+inf for
+    min, -inf for max), so such configurations rank last. Ties on the score (e.g. F1 = 1 at
+    many rates) go to the larger (max) or smaller (min) mean over seeds of `mean.<metric>`
+    (the area under the metric's curve: the configuration that got there sooner), then to
+    the configuration's params as text. Returns one row per configuration: `place` (1 = the
+    best), `algorithm`, `config` (its params as text), `score`, `speed` (the tie-break, NaN
+    if not logged) and `run_ids` (its trials, by seed)."""
+    columns = ["place", "algorithm", "config", "score", "speed", "run_ids"]
     if trials.empty or metric not in trials:
-        return pd.DataFrame()
+        return pd.DataFrame(columns=columns)
     worst = math.inf if mode == "min" else -math.inf
     params = [p for p in trials.attrs["params"] if p != "seed"]
-    score = trials[metric].where((trials["status"] == "finished") & trials[metric].notna(), worst)
-    config = trials[params].map(str).agg("|".join, axis=1)  # a trial's config minus its seed
+    finished = (trials["status"] == "finished") & trials[metric].notna()
+    frame = pd.DataFrame({
+        "algorithm": trials["algorithm"],
+        "config": trials[params].map(str).agg("|".join, axis=1),
+        "score": trials[metric].where(finished, worst).astype(float),
+        "speed": (trials[f"mean.{metric}"].astype(float) if f"mean.{metric}" in trials
+                  else pd.Series(math.nan, index=trials.index)),
+        "seed": trials["seed"] if "seed" in trials else 0, "run_id": trials["run_id"]})
+    frame = frame.sort_values("seed", kind="stable")
+    groups = frame.groupby(["algorithm", "config"], sort=True)
+    table = groups.agg(score=("score", "mean"), speed=("speed", "mean"),
+                       run_ids=("run_id", list)).reset_index()
+    sign = 1.0 if mode == "min" else -1.0  # sort ascending on sign * value: best first
+    table = table.assign(_score=sign * table["score"], _speed=sign * table["speed"])
+    table = table.sort_values(["_score", "_speed", "config"], na_position="last", kind="stable")
+    table = table.drop(columns=["_score", "_speed"]).reset_index(drop=True)
+    table.insert(0, "place", range(1, len(table) + 1))
+    return table[columns]
+
+
+def best_per_algorithm(trials: pd.DataFrame, metric: str, mode: str) -> pd.DataFrame:
+    """Best configuration per algorithm, seeds pooled: each algorithm's first configuration
+    in `rank_configurations` whose score is finite (an algorithm whose every configuration
+    has a trial that did not finish gets no best). Returns one row per algorithm, best first
+    (by `place`): `algorithm`, `place`, `score`, `seeds`, `run_ids`, the config (dotted keys)
+    and the mean final value of every metric over the configuration's trials.
+    """
+    ranked = rank_configurations(trials, metric, mode)
+    if ranked.empty:
+        return pd.DataFrame()
+    params = [p for p in trials.attrs["params"] if p != "seed"]
     out = []
-    for alg, rows in trials.groupby("algorithm").groups.items():
-        group_score = score[rows].groupby(config[rows]).mean()
-        top = group_score.min() if mode == "min" else group_score.max()
-        if not math.isfinite(top):
-            continue
-        tied = group_score.index[group_score == top]
-        chosen = tied[0]
-        if len(tied) > 1 and f"mean.{metric}" in trials:  # the sooner, by the area under the curve
-            speed = trials.loc[rows, f"mean.{metric}"].groupby(config[rows]).mean()[tied]
-            if speed.notna().any():
-                chosen = speed.idxmin() if mode == "min" else speed.idxmax()
-        members = trials.loc[rows][config[rows] == chosen]
-        out.append({"algorithm": alg, "score": float(group_score[chosen]),
+    for _, top in ranked[np.isfinite(ranked["score"])].groupby("algorithm", sort=False).head(1).iterrows():
+        members = trials[trials["run_id"].isin(top["run_ids"])]
+        out.append({"algorithm": top["algorithm"], "place": int(top["place"]), "score": float(top["score"]),
                     "seeds": sorted(members["seed"].tolist()) if "seed" in members else [],
                     "run_ids": members["run_id"].tolist(),
                     **members.iloc[0][params].to_dict(),
@@ -96,3 +121,14 @@ def best_per_algorithm(trials: pd.DataFrame, metric: str, mode: str) -> pd.DataF
     best = pd.DataFrame(out)
     best.attrs.update(params=params, metrics=trials.attrs["metrics"])
     return best
+
+
+def run_ranks(trials: pd.DataFrame, metric: str, mode: str) -> dict[str, str]:
+    """Run id -> its place among the sweep's runs as zero-padded text ("0001" first): the
+    configurations in `rank_configurations` order, a configuration's runs by seed. MLflow's
+    UI sorts the runs by this tag (`links.trials_url`), so its first rows are the verdict's
+    winner, whatever the ties on the metric."""
+    ranked = rank_configurations(trials, metric, mode)
+    ids = [r for run_ids in ranked["run_ids"] for r in run_ids]
+    width = max(4, len(str(len(ids))))
+    return {r: str(i).zfill(width) for i, r in enumerate(ids, start=1)}

@@ -30,6 +30,9 @@ FINAL_ROUND = "fco.final_round"
 RETRIES = "fco.retries"  # reruns of a trial after its process failed
 
 
+RANK = "fco.rank"  # a child run's place in its sweep's ranking, zero-padded: sorts as text
+
+
 MAX_METRICS_PER_BATCH = 1000  # MLflow's log_batch limits: entries in all, params, tags
 
 

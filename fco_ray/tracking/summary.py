@@ -8,7 +8,7 @@ from .store import _finite, flatten
 SUMMARY_PREFIXES = ("final.", "best.", "mean.")
 
 
-SHORT_NAMES = {"algorithm.client_lr": "lr", "algorithm.server_lr": "slr"}
+RATES = ("algorithm.client_lr", "algorithm.server_lr")
 
 
 # metric directions by name (substring): what "best" means for a metric that is not the
@@ -34,9 +34,8 @@ class Summary:
     """The summaries of one run, from its rows: `final` (each metric's last finite value),
     `best` (min or max over the rounds, by `direction`) and, for the ranked metric, its mean
     over the evaluated rounds, the area under its curve, which breaks ties of the final value
-    in favour of the configuration that got there sooner (`best_per_algorithm`). Only the
-    ranked metric's `best.<m>` and `mean.<m>` are logged (`metrics`): see the module
-    docstring for why."""
+    in favour of the configuration that got there sooner (`rank_configurations`). Only the
+    ranked metric's `mean.<m>` is logged (`metrics`)."""
 
     def __init__(self, ranked: str | None = None, mode: str | None = None):
         self.ranked, self.mode = ranked, mode
@@ -58,19 +57,32 @@ class Summary:
                 self.best[k] = v
 
     def metrics(self) -> dict[str, float]:
-        """What is logged: `best.<ranked>` and `mean.<ranked>` (none without a ranked metric)."""
-        return {**{f"best.{k}": v for k, v in self.best.items() if k == self.ranked},
-                **{f"mean.{k}": total / count for k, (total, count) in self.total.items()}}
+        """What is logged: `mean.<ranked>`, the ranking's tie-break (none without a ranked
+        metric). Not `best.<ranked>`: MLflow's chart view draws every logged key as a chart in
+        alphabetical order, and a one-point `best.f1` came first, before the curves."""
+        return {f"mean.{k}": total / count for k, (total, count) in self.total.items()}
 
 
-def run_label(config: dict, keys: Iterable[str] = ("algorithm.client_lr", "algorithm.server_lr")) -> str:
-    """A run's name in the MLflow UI: algorithm, the values of `keys` (dotted config keys;
-    client_lr as `lr`, server_lr as `slr`) and the seed, e.g. `feddualavg lr=0.01 slr=1 seed0`."""
+def short_number(value) -> str:
+    """0.01, 3, 1e-4: a rate in few characters (below 0.001 in powers of ten)."""
+    if isinstance(value, float) and 0 < abs(value) < 1e-3:
+        mantissa, exponent = f"{value:.1e}".split("e")
+        mantissa = mantissa.removesuffix(".0")
+        return f"{mantissa}e{int(exponent)}"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def run_label(config: dict, keys: Iterable[str] = RATES) -> str:
+    """A run's name in the MLflow UI and the terminal: algorithm, the values of `keys` (dotted
+    config keys) and the seed, short enough that MLflow's run-name column shows both rates:
+    `feddualavg 0.01/1 s0` (client_lr/server_lr), `fedmid lr=0.01 s2` (client_lr alone),
+    `fedmid lam=0.1 s0` (another key)."""
     flat = flatten(config)
+    keys = [k for k in keys if k in flat and flat[k] is not None and k not in ("algorithm.name", "seed")]
     parts = [str(flat.get("algorithm.name", "?"))]
-    for key in keys:
-        if key in flat and flat[key] is not None and key not in ("algorithm.name", "seed"):
-            value = flat[key]
-            text = f"{value:.3g}" if isinstance(value, float) else str(value)
-            parts.append(f"{SHORT_NAMES.get(key, key.split('.')[-1])}={text}")
-    return " ".join(parts + [f"seed{flat.get('seed', 0)}"])
+    if all(k in keys for k in RATES):
+        parts.append("/".join(short_number(flat[k]) for k in RATES))
+        keys = [k for k in keys if k not in RATES]
+    short = {"algorithm.client_lr": "lr", "algorithm.server_lr": "slr"}
+    parts += [f"{short.get(k, k.split('.')[-1])}={short_number(flat[k])}" for k in keys]
+    return " ".join(parts + [f"s{flat.get('seed', 0)}"])

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .queries import best_per_algorithm, children, find_parent, trials_frame
+from .queries import best_per_algorithm, children, find_parent, run_ranks, trials_frame
 from .runs import close_run
 from .store import (
     ALGORITHM,
     FINAL_ROUND,
     PARENT,
+    RANK,
     RETRIES,
     ROLE,
     STATUS,
@@ -146,9 +147,14 @@ class SweepLog:
         self.store.client.set_terminated(self.parent_id, "KILLED")
 
     def finish(self, failed: bool) -> pd.DataFrame:
-        """Write the best configuration per algorithm on the parent run and close it."""
+        """Write each child run's place in the sweep's ranking (tag `fco.rank`: the order of
+        the MLflow link's run list, the verdict's order) and the best configuration per
+        algorithm on the parent run, and close it."""
         parent = self.store.client.get_run(self.parent_id)
-        best = best_per_algorithm(trials_frame(children(self.store, parent)), self.metric, self.mode)
+        trials = trials_frame(children(self.store, parent))
+        for run_id, rank in run_ranks(trials, self.metric, self.mode).items():
+            self.store.set_tags(run_id, {RANK: rank})
+        best = best_per_algorithm(trials, self.metric, self.mode)
         for row in best.to_dict("records"):
             alg = row["algorithm"]
             config = {**{k: row[k] for k in best.attrs["params"]}, "seeds": row["seeds"]}

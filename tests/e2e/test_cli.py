@@ -42,7 +42,7 @@ def test_run_prints_metrics_and_logs_one_mlflow_run(files, capsys):
     assert run.data.tags["fco.status"] == "finished" and run.data.params["algorithm.client_lr"] == "0.001"
     assert [m.step for m in store.client.get_metric_history(run.info.run_id, "f1")] == [0, 5, 10]
     # readable name, summary metrics (MLflow's runs table columns), the training-view tag
-    assert run.info.run_name == "feddualavg lr=0.001 slr=1 seed0 lasso"
+    assert run.info.run_name == "feddualavg 0.001/1 s0 lasso"
     f1 = [m.value for m in store.client.get_metric_history(run.info.run_id, "f1")]
     loss = [m.value for m in store.client.get_metric_history(run.info.run_id, "train_loss")]
     # a single run has no ranked metric: no summary metrics (MLflow's latest value is the final one)

@@ -5,8 +5,9 @@ would) with known series. A static server (python's http.server, 127.0.0.1, a fr
 serves the rendered report; `mlflow server` serves the same tracking store. Chromium loads
 both: the report page must show every figure (inline PNG), the best-configuration table
 and live links to the runs; the MLflow UI must open the sweep's trials in its
-model-training view (not GenAI), one row per trial with its readable name, best first, and
-render the parent run with the report among its artifacts, and the compare view.
+model-training view (not GenAI), one row per trial with a name that shows both rates, in the
+sweep's ranking (the verdict's winner first), open the experiment and a run's page in that
+view too, render the parent run with the report among its artifacts, and the compare view.
 Screenshots go to pytest's tmp_path; with FCO_RAY_UPDATE_SCREENSHOTS=1 they are also copied
 to dashboards/screenshots/ (the report) and docs/images/ (the MLflow UI; the committed ones
 were made so).
@@ -33,7 +34,7 @@ import yaml
 
 from fco_ray.report import render_report
 from fco_ray.report.figures import PALETTE
-from fco_ray.tracking.links import compare_url, run_url, trials_url
+from fco_ray.tracking.links import compare_url, experiment_url, run_url, trials_url
 from fco_ray.tracking.store import Store
 from fco_ray.tracking.summary import run_label
 from fco_ray.tracking.sweeps import SweepLog
@@ -234,34 +235,68 @@ def test_mlflow_ui_shows_the_report_artifact(served, tmp_path):
 
 def test_mlflow_ui_shows_the_trials_in_the_training_view(served, tmp_path):
     """The link fco-ray prints after a sweep (and the report's "MLflow trials"): the sweep's
-    chart view in the model-training view: every trial in the run list under its readable
-    name, best first, and the per-round curves as charts, not buried under one-point
-    summaries (only the ranked metric's best./mean. are logged: docs/sweeps.md)."""
+    chart view in the model-training view: every trial in the run list under a name that
+    shows both rates, in the sweep's own ranking (tag fco.rank: the verdict's winner first,
+    ties broken as the verdict breaks them), and the per-round curves as charts, no one-point
+    `best.*` chart before them (only the ranked metric's `mean.*`, the tie-break, is logged)."""
     base, exp = served["mlflow_url"], served["experiment"]
     wait_for(f"{base}/health", served["mlflow"], served["log"])
     budget = "--virtual-time-budget=20000"
-    # without the link's parameters MLflow 3.17 opens a fresh browser in its GenAI view
-    plain = chromium(tmp_path / "plain", f"{base}/#/experiments/{exp}", budget, "--dump-dom")
-    assert "Detect Issues" in plain or "Traces" in plain
     url = trials_url(base, exp, served["pid"], "f1", "max")
     assert "compareRunsMode=CHART" in url
     dom = chromium(tmp_path / "profile", url, budget, "--window-size=1600,1200", "--dump-dom")
     assert "Detect Issues" not in dom and "Model training" in dom
     assert "matching runs" in dom and "Model metrics" in dom  # the chart view's metric section
-    # its charts: the toy's two curves and the ranked metric's two summaries, nothing else
-    logged = {k for r in served["client"].search_runs([exp], f"tags.`mlflow.parentRunId` = '{served['pid']}'")
-              for k in r.data.metrics}
-    assert logged == {"f1", "density", "train_loss", "best.f1", "mean.f1"}
+    # its charts: the toy's curves and the ranked metric's tie-break, nothing else
+    children = served["client"].search_runs([exp], f"tags.`mlflow.parentRunId` = '{served['pid']}'")
+    assert {k for r in children for k in r.data.metrics} == {"f1", "density", "train_loss", "mean.f1"}
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
-    assert re.search(r"Model metrics \( ?5 ?\)", text), text[text.find("Model metrics") - 100:][:400]
-    shown = re.findall(r">((?:feddualavg|fedmid) lr=[0-9.]+ slr=[0-9.]+ seed[01])<", dom)
+    assert re.search(r"Model metrics \( ?4 ?\)", text), text[text.find("Model metrics") - 100:][:400]
+    assert "Sort: fco.rank" in text
+    shown = re.findall(r">((?:feddualavg|fedmid) [0-9.e-]+/[0-9.e-]+ s[01])<", dom)
     assert sorted(shown) == sorted(served["names"].values())  # every trial, the parent not
-    # best first: the runs with the highest final f1 (feddualavg at 0.01 / 1, both seeds)
-    assert set(shown[:2]) == {"feddualavg lr=0.01 slr=1 seed0", "feddualavg lr=0.01 slr=1 seed1"}
+    # the list is the sweep's ranking, run for run; the verdict's winner (feddualavg at
+    # 0.01 / 1, both seeds) first
+    rank = {served["names"][r.info.run_id]: r.data.tags["fco.rank"] for r in children}
+    assert shown == sorted(shown, key=rank.get)
+    assert shown[:2] == ["feddualavg 0.01/1 s0", "feddualavg 0.01/1 s1"]
     shot = tmp_path / "mlflow_trials.png"
     chromium(tmp_path / "profile", url, budget, "--window-size=1600,1200", f"--screenshot={shot}")
     assert shot.stat().st_size > 20_000
     keep(shot, "mlflow_ui_trials.png")
+
+
+def test_mlflow_experiment_and_run_pages_open_in_the_training_view(served, tmp_path):
+    """MLflow 3.17 opens `#/experiments/<id>` in its GenAI view on a fresh browser (the
+    experiment tag `mlflow.experimentKind` is not read while its GenAI / Model training
+    switch exists): fco-ray's links carry `workflowType=machine_learning`, which opens the
+    runs table, and a run's page under "Runs" of the model-training view, not under the
+    GenAI view's "Evaluation runs"."""
+    base, exp = served["mlflow_url"], served["experiment"]
+    wait_for(f"{base}/health", served["mlflow"], served["log"])
+    budget = "--virtual-time-budget=20000"
+
+    def page(url: str, profile: str) -> str:
+        dom = chromium(tmp_path / profile, url, budget, "--window-size=1600,1000", "--dump-dom")
+        return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
+
+    genai_nav = "Evaluation runs"  # an entry of the GenAI view's side bar
+    plain = page(f"{base}/#/experiments/{exp}", "plain")
+    assert genai_nav in plain or "Detect Issues" in plain  # MLflow's default, without the link's parameter
+    runs = page(experiment_url(base, exp), "experiment")
+    assert genai_nav not in runs and "Model registry" in runs and "matching runs" in runs
+    winner = served["client"].search_runs([exp], f"tags.`fco.rank` = '0001'")[0].info.run_id
+    plain_run = page(f"{base}/#/experiments/{exp}/runs/{winner}", "plain_run")
+    assert genai_nav in plain_run
+    run = page(run_url(base, exp, winner), "run")
+    assert genai_nav not in run and "Model registry" in run
+    assert served["names"][winner] in run and "mean.f1" in run
+    for url, name in ((experiment_url(base, exp), "mlflow_ui_experiment.png"),
+                      (run_url(base, exp, winner), "mlflow_ui_run.png")):
+        shot = tmp_path / name
+        chromium(tmp_path / "shots", url, budget, "--window-size=1600,1000", f"--screenshot={shot}")
+        assert shot.stat().st_size > 20_000
+        keep(shot, name)
 
 
 def test_mlflow_compare_view_of_an_algorithms_trials(served, tmp_path):

@@ -69,6 +69,10 @@ def test_child_runs_hold_every_evaluated_round_of_fco_run(swept):
         run = store.client.get_run(row.run_id)
         assert run.data.metrics["mean.f1"] == pytest.approx(np.mean(expected["f1"]), rel=1e-12)
         assert "mean.train_loss" not in run.data.metrics
+    # every child run carries its place in the sweep's ranking: the finished runs first
+    ranks = {r.info.run_id: r.data.tags["fco.rank"] for r in children(store, parent)}
+    assert sorted(ranks.values()) == ["0001", "0002", "0003", "0004"]
+    assert {ranks[r] for r in finished["run_id"]} == {"0001", "0002"}
 
 
 @pytest.mark.ray

@@ -109,7 +109,8 @@ def test_readme_cluster_commands_verbatim(tmp_path):
     assert parent.info.status == "FINISHED"
     runs = children(store, parent)
     assert runs and all(r.data.tags["fco.status"] in ("finished", "diverged") for r in runs)
-    assert all("best.f1" in r.data.metrics for r in runs if r.data.tags["fco.status"] == "finished")
+    assert all("mean.f1" in r.data.metrics for r in runs if r.data.tags["fco.status"] == "finished")
+    assert sorted(r.data.tags["fco.rank"] for r in runs) == [f"{i:04d}" for i in range(1, len(runs) + 1)]
     # the sweep's closing lines name the next commands and the trials' page in the MLflow UI
     assert f"fco-ray runs {name} --best --tracking-uri sqlite:///{clone}/mlflow.db" in output
     assert f"#/experiments/{parent.info.experiment_id}/runs?workflowType=machine_learning" in output

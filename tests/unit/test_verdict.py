@@ -1,6 +1,7 @@
 """The sweep's closing lines from fabricated trials: the verdict states what the data says
-(winner, margin, truth, divergence, paper), and an edge-of-grid warning never points past a
-rate at which the sweep saw a run diverge (fco_ray/report/grid.py)."""
+(winner, margin, truth, divergence, paper: tests/unit/test_verdict_papers.py), and an
+edge-of-grid warning never points past a rate at which the sweep saw a run diverge
+(fco_ray/report/grid.py)."""
 from types import SimpleNamespace
 
 import pandas as pd
@@ -67,6 +68,7 @@ def test_verdict_names_winner_margin_truth_divergence_and_paper():
          "algorithm.server_lr": 1.0, "density": 0.75, "precision": 512 / 768, "recall": 1.0},
         {"algorithm": "feddualavg", "score": 1.0, "seeds": [0], **truth, "algorithm.client_lr": 0.01,
          "algorithm.server_lr": 1.0, "density": 0.5, "precision": 1.0, "recall": 1.0}])
+    frame = frame.assign(**truth)  # the trials ran Fig. 3's problem for 100 rounds only
     lines = verdict_lines(best, frame, "f1", "max", KEYS, "sweeps/mine.yaml")
     assert lines[0] == ("verdict: feddualavg wins on final f1: 1.000 at client_lr=0.01, server_lr=1, against "
                         "fedmid's best 0.800 at client_lr=0.01, server_lr=1 (margin 0.200)")
@@ -78,7 +80,9 @@ def test_verdict_names_winner_margin_truth_divergence_and_paper():
     assert lines[3] == ("  diverged (shown as diverged above): 2 of 6 runs, feddualavg and fedmid at "
                         "client_lr=0.03 (every server_lr): the grid reaches rates too large to be stable, "
                         "and every best rate lies inside the grid")
-    assert lines[4].startswith("  this reproduces Fig. 3 of Yuan, Zaheer, Reddi (ICML 2021)")
+    # not Fig. 3's setting (100 rounds, and the frame lacks the rest): the figure is not claimed
+    assert lines[4].startswith("  not the setting of Fig. 3 of Yuan, Zaheer, Reddi (ICML 2021)")
+    assert "rounds 100 here, 2000 there" in lines[4] and lines[4].endswith("no paper claim is checked")
     assert lines[5].startswith("  next: fco-ray sweep sweeps/e1_lasso.yaml")
     # the paper-scale file itself does not send the user to itself
     assert not any("next:" in l for l in verdict_lines(best, frame, "f1", "max", KEYS, "sweeps/e1_lasso.yaml"))
