@@ -17,7 +17,14 @@ from pathlib import Path
 
 from . import __version__
 from .runtime.errors import short_repr
-from .runtime.files import ConfigError, apply_overrides, check_sweep_key, load_yaml
+from .runtime.files import (
+    ConfigError,
+    apply_overrides,
+    check_no_links,
+    check_plain_name,
+    check_sweep_key,
+    load_yaml,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 SWEEP_ONLY_KEYS = {"algorithms", "search", "seeds", "tune", "name", "report"}
@@ -169,6 +176,10 @@ def cmd_runs(args) -> int:
         uri = uri or spec.tracking.uri
     check_sweep_key(name, "runs")
     experiment = experiment or name
+    try:
+        check_plain_name(experiment, "--experiment: experiment name")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     uri = _existing_store(uri)
     from .tracking.queries import (
         best_per_algorithm,
@@ -276,8 +287,6 @@ def add_report(sub) -> None:
 
 
 def cmd_report(args) -> int:
-    from .report import render_report
-
     sweep, uri = args.sweep, args.tracking_uri
     if _is_sweep_file(sweep):
         from .sweep import read_sweep_file
@@ -285,7 +294,13 @@ def cmd_report(args) -> int:
         spec = read_sweep_file(sweep)
         sweep, uri = spec.name, uri or spec.tracking.uri
     check_sweep_key(sweep, "report")  # a name or a parent run id (32 hex digits) alike
-    index = render_report(sweep, tracking_uri=_existing_store(uri), out_dir=args.out,
+    uri = _existing_store(uri)
+    # a linked folder is refused before the sweep is read (render_report checks again)
+    check_no_links(args.out if args.out is not None else Path.cwd() / "reports",
+                   "--out" if args.out is not None else "report folder")
+    from .report import render_report  # matplotlib: once the input is checked
+
+    index = render_report(sweep, tracking_uri=uri, out_dir=args.out,
                           dashboard=args.dashboard, ui_url=args.mlflow_ui)
     print(f"report: {index} (also attached to the sweep's parent run under report/)")
     return EXIT_OK
@@ -312,6 +327,12 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # argparse already printed the usage error
         return EXIT_INVALID if e.code else EXIT_OK
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # every default path (mlflow.db, ray_results, reports) is under it
+        print("fco-ray: error: the working directory no longer exists (it was deleted or moved); "
+              "cd to an existing directory and run the command again", file=sys.stderr)
+        return EXIT_INVALID
     try:
         return args.func(args)
     except (ConfigError, FileNotFoundError) as e:

@@ -138,13 +138,17 @@ def _is_loopback(address: str) -> bool:
 
 
 def _check_listening(address: str, timeout_s: float = 10.0) -> None:
-    """Fail fast when nothing accepts connections at a host:port address: Ray itself retries
-    for many minutes before giving up. (ray://... addresses go to Ray Client, which has
-    its own timeout.)"""
-    if "://" in address:
+    """Fail fast when nothing accepts connections at a host:port or ray://host:port address,
+    or what answers there does not speak gRPC: Ray itself retries for many minutes (Ray
+    Client about 35 s) before giving up. Other schemes are left to Ray."""
+    target, client = address, address.startswith("ray://")
+    if client:
+        target = address[len("ray://"):].split("/", 1)[0]
+        target = target if target.rpartition(":")[2].isdigit() else f"{target}:10001"
+    elif "://" in address:
         return
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit() or not host:
         raise ClusterError(f"Ray address {address!r} (from the address option or RAY_ADDRESS) "
                            "is not host:port or ray://host:port")
     try:
@@ -155,16 +159,17 @@ def _check_listening(address: str, timeout_s: float = 10.0) -> None:
                            f"there ({e})") from None
     with connection:
         if os.environ.get("RAY_USE_TLS", "0") in ("0", "", "false"):
-            _check_grpc(connection, address, timeout_s)
+            _check_grpc(connection, address, timeout_s, client)
 
 
 #: HTTP/2's client connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5)
 _H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 
 
-def _check_grpc(connection: socket.socket, address: str, timeout_s: float) -> None:
-    """A Ray GCS port speaks gRPC (HTTP/2): to a client's preface it answers with a SETTINGS
-    frame. Anything else there (a web server, a database, a port that accepts and stays
+def _check_grpc(connection: socket.socket, address: str, timeout_s: float,
+                client: bool = False) -> None:
+    """A Ray GCS port (and a Ray Client server, `client`) speaks gRPC (HTTP/2): to a client's
+    preface it answers with a SETTINGS frame. Anything else there (a web server, a database, a port that accepts and stays
     silent) would keep `ray.init` retrying for minutes: refuse it within `timeout_s`."""
     why = None
     try:
@@ -185,9 +190,11 @@ def _check_grpc(connection: socket.socket, address: str, timeout_s: float) -> No
     except OSError as e:
         why = f"the connection failed ({e})"
     if why is not None:
+        port, default = (("a Ray Client server (ray://)", "ray://host:10001 by default") if client
+                         else ("a Ray head's GCS port", "port 6379 by default"))
         raise ClusterError(f"the server at {address!r} (from the address option or RAY_ADDRESS) "
-                           f"is not a Ray cluster: a Ray head's GCS port speaks gRPC, {why}; "
-                           "give the address `ray start --head` printed (port 6379 by default)")
+                           f"is not a Ray cluster: {port} speaks gRPC, {why}; give the "
+                           f"address `ray start --head` printed ({default})")
 
 
 def _caused_by_authentication(error: BaseException) -> bool:

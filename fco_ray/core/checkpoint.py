@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..runtime.limits import check_declared
+
 FILE = "state.npz"
 _KINDS = "__kinds__"
 _RECORDS = "__records__"
@@ -105,8 +107,38 @@ def save_snapshot(folder: str | Path, snapshot: Snapshot) -> Path:
     return path
 
 
+def check_npz_sizes(path: Path, what: str) -> None:
+    """ConfigError naming `path` if the arrays its members' .npy headers declare would not
+    fit in memory together (`limits.check_declared`): np.load would try to allocate them."""
+    import zipfile
+
+    total, largest, count = 0, (0, ""), 0
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError):
+        return  # np.load says what is wrong with it
+    with archive:
+        for member in archive.namelist():
+            if not member.endswith(".npy"):
+                continue
+            with archive.open(member) as f:
+                fmt = np.lib.format
+                version = fmt.read_magic(f)
+                read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(version)
+                if read is None:
+                    continue  # np.load says what is wrong with it
+                shape, _, dtype = read(f)
+            size = math.prod(shape) * dtype.itemsize
+            total, count = total + size, count + 1
+            largest = max(largest, (size, f"{member} of shape {shape} ({dtype})"))
+    check_declared(path, what, total, f"{count} array{'s' if count != 1 else ''} (the largest: "
+                   f"{largest[1]})")
+
+
 def load_snapshot(folder: str | Path) -> Snapshot:
-    """The snapshot in `folder/state.npz` (no pickles: object arrays are refused)."""
+    """The snapshot in `folder/state.npz` (no pickles: object arrays are refused; arrays whose
+    headers declare more than the memory available are refused before any is read)."""
+    check_npz_sizes(Path(folder) / FILE, "checkpoint")
     with np.load(Path(folder) / FILE, allow_pickle=False) as data:
         meta = json.loads(str(data[_KINDS]))
         tree: dict = {}

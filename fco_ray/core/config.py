@@ -21,8 +21,9 @@ from ..algorithms import ALGORITHMS, Hyper
 from ..backends.registry import BACKENDS, LocalBackendConfig, RayBackendConfig  # noqa: F401
 from ..problems import PROBLEMS, ProblemParams
 from ..runtime.errors import ConfigError, short_repr
-from ..runtime.files import check_tracking_uri
+from ..runtime.files import check_plain_name, check_tracking_uri
 from ..runtime.strict import no_bool_numbers
+from ..runtime.values import plain
 from .checks import check_fits, fitting_algorithms, unknown_name
 
 
@@ -44,6 +45,11 @@ class TrackingConfig(_Strict):
     @classmethod
     def _uri(cls, v):
         return v if v is None else check_tracking_uri(v)
+
+    @field_validator("experiment")
+    @classmethod
+    def _experiment(cls, v):
+        return check_plain_name(v, "experiment name")
 
 
 #: rounds of one run at most: the paper's longest runs have thousands; `rounds: 1e20` (a
@@ -119,6 +125,14 @@ def _describe(err: dict, prefix: str, model: type[BaseModel] | None) -> str:
     if err["type"] == "extra_forbidden":
         allowed = f"; allowed keys here: {sorted(holder.model_fields)}" if holder is not None else ""
         return f"unknown key {loc!r}{allowed}"
+    if err["type"] in ("union_tag_not_found", "union_tag_invalid"):  # e.g. backend without name
+        field = holder.model_fields.get(path[-1]) if holder is not None and path else None
+        tags = sorted(tag for m in _models(field.annotation if field else None)
+                      if "name" in m.model_fields for tag in get_args(m.model_fields["name"].annotation))
+        given = err.get("input", {}).get("name") if isinstance(err.get("input"), dict) else None
+        why = (f" is needed to say which {loc} is meant" if given is None
+               else f": unknown name {short_repr(given)}")
+        return f"{loc}.name{why}; allowed names: {tags} (got {short_repr(err.get('input'))})"
     if err["type"] == "bool_not_number":  # fco_ray.runtime.strict: the key is in the context
         return f"{'.'.join(p for p in (loc, str(err['ctx']['key'])) if p)}: {err['msg']}"
     if err["type"] == "value_error":  # our own validators: their message names the values
@@ -162,7 +176,9 @@ def parse_algorithm(raw: Any, problem: str | None = None) -> Hyper:
 
 
 def parse_run(raw: Any) -> RunConfig:
-    """Validate a run config dict (the schema of a sweep file minus its search space)."""
+    """Validate a run config dict (the schema of a sweep file minus its search space); NumPy
+    scalars in it are taken as the Python numbers (and booleans) they hold."""
+    raw = plain(raw)
     if not isinstance(raw, dict):
         raise ConfigError(f"config must be a mapping, got {type(raw).__name__}")
     unknown = set(raw) - RUN_KEYS

@@ -9,30 +9,33 @@ alone. Every configuration's rows equal its own `fco_ray.run`.
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from ..backends.cluster import reuse
 from ..runtime.errors import ConfigError
-from ..runtime.files import apply_overrides, load_yaml
+from ..runtime.files import load_yaml, set_key
+from ..runtime.values import check_grid, plain
 from .config import RunConfig, parse_run
 from .plan import prepare
 
 
 def expand(config: dict, grid: dict[str, list]) -> list[tuple[dict, RunConfig]]:
-    """Every (grid point, validated run config) of the grid, in grid order."""
-    if not isinstance(grid, dict) or not grid:
-        raise ConfigError(f"grid must be a non-empty mapping of dotted keys to value lists, got {grid!r}")
-    for key, values in grid.items():
-        if not isinstance(values, list) or not values:
-            raise ConfigError(f"grid[{key!r}] must be a non-empty list, got {values!r}")
+    """Every (grid point, validated run config) of the grid, in grid order. The grid is
+    checked first as a sweep file's is (`runtime.values.check_grid`: each value once, at
+    most MAX_CONFIGURATIONS points, counted before anything is expanded)."""
+    config, grid = plain(config), check_grid(plain(grid))
+    if not isinstance(config, dict):
+        raise ConfigError(f"config must be a mapping, got {type(config).__name__}")
     out = []
     for values in itertools.product(*grid.values()):
         point = dict(zip(grid, values))
-        raw = apply_overrides(config, [f"{k}={json.dumps(v)}" for k, v in point.items()])
+        raw = copy.deepcopy(config)
+        for key, value in point.items():
+            set_key(raw, key, value, "grid key")
         try:
             out.append((point, parse_run(raw)))
         except ConfigError as e:

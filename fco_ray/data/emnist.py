@@ -12,6 +12,7 @@ features; labels are checked to lie in [0, classes).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..runtime.errors import ConfigError
 from ..runtime.files import readable_file, reading
+from ..runtime.limits import check_declared
 
 PREFIX = {True: "fed_emnist_digitsonly", False: "fed_emnist"}
 CLASSES = {True: 10, False: 62}
@@ -59,6 +61,7 @@ def _read(file: Path, ids: list[str], classes: int) -> list[tuple[np.ndarray, np
     out = []
     with reading(file, "EMNIST file", HDF5), h5py.File(file, "r") as f:
         examples = f["examples"]
+        _check_declared_sizes(file, examples, ids)
         for cid in ids:
             if cid not in examples:
                 out.append((np.zeros((0, 784), np.float32), np.zeros(0, np.int64)))
@@ -73,6 +76,22 @@ def _read(file: Path, ids: list[str], classes: int) -> list[tuple[np.ndarray, np
                                  f"{labels.max()}]; expected [0, {classes})")
             out.append((pixels.reshape(len(pixels), 784), labels))
     return out
+
+
+def _check_declared_sizes(file: Path, examples, ids: list[str]) -> None:
+    """The clients' arrays as their headers declare them (pixels read as float32, labels as
+    int64) must fit in memory together, before any is read."""
+    total, largest = 0, (0, "")
+    for cid in ids:
+        if cid not in examples:
+            continue
+        for name, itemsize in (("pixels", 4), ("label", 8)):
+            shape = getattr(examples[cid].get(name), "shape", None) or ()
+            size = math.prod(shape) * itemsize
+            total += size
+            largest = max(largest, (size, f"examples/{cid}/{name} of shape {shape}"))
+    clients = f"{len(ids)} client" + ("s" if len(ids) != 1 else "")
+    check_declared(file, "EMNIST file", total, f"the arrays of {clients} (the largest: {largest[1]})")
 
 
 def load_emnist(path: str | Path, only_digits: bool = True, clients: int | None = None,

@@ -22,12 +22,14 @@ in scale; constant voxels become 0.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..runtime.files import readable_file, reading
+from ..runtime.limits import check_declared
 
 LABELS = {"face": 1, "house": 0}
 SUBJECTS = (1, 2, 3, 4, 5, 6)
@@ -79,7 +81,10 @@ def _load_volume(path: Path) -> np.ndarray:
 
     with reading(readable_file(path, "Haxby file"), "Haxby file", "a NIfTI image (.nii.gz)",
                  also=(ImageFileError,)):
-        return np.asarray(load_img(str(path)).get_fdata(dtype=np.float32))
+        image = load_img(str(path))  # the header only: the voxels are read by get_fdata
+        shape = tuple(int(n) for n in image.shape)
+        check_declared(path, "Haxby file", math.prod(shape) * 4, f"a volume of shape {shape}")
+        return np.asarray(image.get_fdata(dtype=np.float32))
 
 
 def _read_labels(path: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -71,6 +71,21 @@ def _too_large(tokens: list[bytes]) -> bool:
     return False
 
 
+def _malformed(tokens: list[bytes]) -> bool:
+    """Whether a line is not `label [qid:<int>] <int index>:<float> ...` (what scikit-learn's
+    parser reads)."""
+    try:
+        float(tokens[0])
+        for token in tokens[1:]:
+            key, colon, value = token.partition(b":")
+            if not colon:
+                return True
+            int(value) if key == b"qid" else (int(key), float(value))
+    except (ValueError, IndexError):
+        return True
+    return False
+
+
 def _drop_column(x: sp.csr_matrix, column: int, path: str) -> tuple[sp.csr_matrix, np.ndarray]:
     if column >= x.shape[1]:
         raise ValueError(f"{path}: node_column {column} is out of range: the file has "
@@ -150,6 +165,11 @@ def read_libsvm(path, *, node_column: str | int | None = "qid", test_path=None):
                                  f"(at most {MAX_FEATURES:,} features are accepted)") from None
         raise ValueError(f"{' / '.join(paths)}: a number too large for a LIBSVM file") from None
     except ValueError as e:
+        for p in paths:  # scikit-learn's parser names no line: find it
+            line = _first_line(p, _malformed)
+            if line > 0:
+                raise ValueError(f"{p}, line {line}: not a valid LIBSVM line ({e}); a line is "
+                                 "`label [qid:<integer>] <index>:<value> ...`") from None
         raise ValueError(f"{' / '.join(paths)}: not a valid LIBSVM file: {e}") from None
     x, y, qid = loaded[0], loaded[1], loaded[2]
     for p, rows in zip(paths, loaded[0::3]):

@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..runtime.errors import ConfigError
-from ..runtime.files import path_inside
+from ..runtime.files import check_no_links, path_inside, write_replacing
 from ..tracking.links import DEFAULT_UI, compare_url, run_url, trials_url, ui_base
 from .dashboard import (
     Curve,
@@ -256,8 +256,9 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
     listed = dash.table if dash.table is not None else [c.metric for c in curves]
     table_metrics = [m for m in dict.fromkeys([metric, *listed]) if m in logged]  # ranked first
     table = _best_table(best, data.params(), table_metrics)
-    out = (Path(out_dir) if out_dir is not None
-           else path_inside(Path.cwd() / "reports", _slug(data.name), "sweep name"))
+    out = (check_no_links(out_dir, "--out") if out_dir is not None  # nothing behind a link
+           else check_no_links(path_inside(Path.cwd() / "reports", _slug(data.name), "sweep name"),
+                               "report folder"))
     base = ui_base(data.client.tracking_uri, ui_url)
     experiment_id = data.parent.info.experiment_id
     links = {r: run_url(base, experiment_id, r) for r in trials.get("run_id", [])}
@@ -338,7 +339,9 @@ def _previous_files(out: Path) -> list[Path]:
 
 def _replace_local(stage: Path, out: Path) -> None:
     """Copy this rendering to `out`, first removing what an earlier rendering put there.
-    Every path written or deleted goes through `files.path_inside`: nothing outside `out`."""
+    Every path written or deleted goes through `files.path_inside`, and every file is
+    written as a new file replacing the old (`files.write_replacing`): nothing outside
+    `out` changes."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"report folder {out} is a file, not a folder (give --out a folder)")
     new = [f.relative_to(stage) for f in sorted(stage.rglob("*")) if f.is_file()]
@@ -356,9 +359,7 @@ def _replace_local(stage: Path, out: Path) -> None:
     for rel, target in zip(new, targets):
         target.parent.mkdir(parents=True, exist_ok=True)
         target = path_inside(out, str(rel), "report file")  # again: its folder exists now
-        if target.is_symlink():  # a link (inside the folder) is replaced, never written through
-            target.unlink()
-        shutil.copyfile(stage / rel, target)
+        write_replacing(stage / rel, target)  # a link, hard or symbolic, is replaced
 
 
 def _replace_artifacts(data: SweepData, stage: Path) -> None:

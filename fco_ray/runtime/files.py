@@ -11,11 +11,11 @@ imports anything heavy, so a missing file or a YAML error is reported at once.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import re
 import stat
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,7 @@ def read_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_
                           f"at offset {e.start})") from None
 
 
-@contextmanager
+@contextlib.contextmanager
 def reading(path: str | os.PathLike, what: str = "file", expected: str | None = None,
             also: tuple[type[BaseException], ...] = ()):
     """Turn an error raised while a reader library parses `path` into a ConfigError naming
@@ -107,6 +107,50 @@ def path_inside(folder: str | os.PathLike, name, what: str = "file") -> Path:
         raise ConfigError(f"{folder}: {what} {short_repr(name)} {why}; refusing to write or "
                           "delete anything outside the folder")
     return Path(folder) / rel
+
+
+def check_no_links(folder: str | os.PathLike, what: str = "folder") -> Path:
+    """`folder` if no folder on its way is a symbolic link, else a ConfigError saying where
+    the link leads. Checked: each part of a relative path (or of an absolute one inside the
+    working directory) from the working directory down, else the folder itself.
+
+    The gate for folders fco-ray writes into by a name the user did not choose as a target
+    (a cloned repository can ship `reports` as a link to any folder, and choose the sweep
+    name): what is written lands in the folder the user sees, never behind a link."""
+    folder = Path(folder)
+    base, rel = Path(), folder
+    if folder.is_absolute():
+        try:
+            base, rel = Path.cwd(), folder.relative_to(Path.cwd())
+        except (ValueError, OSError):
+            base, rel = folder.parent, Path(folder.name)
+    current = base
+    for part in rel.parts:
+        current = current / part
+        if current.is_symlink():
+            real = Path(os.path.realpath(folder))
+            raise ConfigError(f"{what} {folder}: {current} is a symbolic link to "
+                              f"{os.path.realpath(current)}; refusing to write through it (a "
+                              "cloned repository may carry such a link): remove the link, or "
+                              f"give the folder itself with --out {real}")
+    return folder
+
+
+def write_replacing(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Copy `source` to `target` as a new file that then replaces `target` (os.replace): an
+    existing `target` -- a hard link to a file elsewhere, a symbolic link -- is swapped out,
+    never written into, so nothing but the name `target` can change."""
+    target = Path(target)
+    temp = target.parent / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # never an existing file
+    try:
+        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+            while chunk := src.read(2**20):
+                out.write(chunk)
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
 
 
 MAX_CONFIG_BYTES = 2**20  # a config file is kilobytes
@@ -240,27 +284,39 @@ def load_yaml(path: str | Path) -> dict:
 
 
 def apply_overrides(raw: dict, assignments: list[str]) -> dict:
-    """Apply `key.path=value` overrides (values parsed as YAML scalars) to a nested dict."""
+    """Apply `key.path=value` overrides (values parsed as YAML scalars) to a nested dict.
+
+    A value YAML would read as a one-line block mapping -- `sqlite:///:memory:` ends in
+    `key:` -- is taken as the text it is (a mapping is written `{a: 1}`)."""
     out = copy.deepcopy(raw)  # plain data (a YAML round trip took seconds for a 1 MB file)
     for item in assignments:
         if "=" not in item:
             raise ConfigError(f"--set expects key.path=value, got {short_repr(item)}")
         path, text = item.split("=", 1)
-        keys = path.strip().split(".")
-        if not all(k.strip() for k in keys):  # `a..b`, `.a`, `a.`: never repaired silently
-            raise ConfigError(f"--set {short_repr(path)}: a key path is names joined by single "
-                              "dots (e.g. algorithm.client_lr=0.01); this one has an empty part")
         try:
             value = parse_yaml(text, f"--set {path}")
         except ConfigError as e:
             raise ConfigError(f"--set {path}: cannot parse value {short_repr(text)}: {e}") from None
-        node = out
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"--set {path}: {k!r} is not a mapping")
-        node[keys[-1]] = value
+        if isinstance(value, dict) and not text.lstrip().startswith("{"):
+            value = text.strip()
+        set_key(out, path, value, "--set")
     return out
+
+
+def set_key(tree: dict, path: str, value, what: str) -> None:
+    """Set the dotted key `path` (e.g. `algorithm.client_lr`) of the nested dict `tree`;
+    `what` says where the key came from in errors (`--set`, a grid key of the API)."""
+    keys = path.strip().split(".") if isinstance(path, str) else None
+    if keys is None or not all(k.strip() for k in keys):  # `a..b`, `.a`, `a.`: never repaired
+        example = "algorithm.client_lr=0.01" if what == "--set" else "algorithm.client_lr"
+        raise ConfigError(f"{what} {short_repr(path)}: a key path is names joined by single "
+                          f"dots (e.g. {example}); this one has an empty part")
+    node = tree
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{what} {path}: {k!r} is not a mapping")
+    node[keys[-1]] = value
 
 
 
@@ -310,6 +366,16 @@ def check_tracking_uri(uri: str) -> str:
                              "or use sqlite:///PATH/mlflow.db or an MLflow server http://...")
     return uri
 
+def check_plain_name(name: str, what: str = "name") -> str:
+    """`name` if it holds no control character (NUL, newline, tab, ...): SQLite keeps a name
+    with a NUL cut at the NUL, so MLflow could not find it again, and no shell can type it."""
+    bad = next((c for c in name if ord(c) < 0x20 or ord(c) == 0x7f), None) if isinstance(name, str) else None
+    if bad is not None:
+        raise ValueError(f"{what} {short_repr(name)} holds the control character {bad!r} "
+                         f"(at offset {name.index(bad)}); names are printable text")
+    return name
+
+
 #: a sweep's name: a directory of Tune's storage, a tag value in MLflow search filters
 SWEEP_NAME_PATTERN, MAX_SWEEP_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", 128
 
@@ -318,7 +384,8 @@ def check_sweep_key(key: str, what: str = "sweep") -> str:
     """`key` if it can name a sweep (or a parent run id); ConfigError otherwise, quoting it
     in a bounded length. A quote in a name would break MLflow's search filter; no sweep can
     have one (the sweep file's `name` follows the same rule)."""
-    if not isinstance(key, str) or len(key) > MAX_SWEEP_NAME or not re.match(SWEEP_NAME_PATTERN, key):
+    # fullmatch: with re.match, `$` also matches before a final newline ("p3\n" passed)
+    if not isinstance(key, str) or len(key) > MAX_SWEEP_NAME or not re.fullmatch(SWEEP_NAME_PATTERN, key):
         raise ConfigError(f"{what}: no sweep can be named {short_repr(key)}: sweep names are letters, "
                           f"digits, '_', '.' and '-' (at most {MAX_SWEEP_NAME} characters, starting "
                           "with a letter or digit)")
@@ -349,16 +416,58 @@ def check_sqlite_store(db: str | os.PathLike, write: bool) -> None:
         raise ConfigError(f"MLflow tracking database {shown}: its directory {real.parent} is read-only; "
                           "SQLite writes its journal beside the database")
     try:
-        with sqlite3.connect(f"{real.as_uri()}?mode=ro", uri=True, timeout=10) as connection:
+        with contextlib.closing(sqlite3.connect(f"{real.as_uri()}?mode=ro", uri=True,
+                                                timeout=10)) as connection:
             tables = {row[0] for row in connection.execute(
                 "select name from sqlite_master where type = 'table'")}
-        connection.close()
-    except sqlite3.Error:
-        return  # not SQLite at all: the store check says it cannot be opened
+            version = (connection.execute("select version_num from alembic_version").fetchone()
+                       if "alembic_version" in tables else None)
+    except sqlite3.Error as e:
+        if write:
+            return  # not SQLite at all: the store check says it cannot be opened
+        raise ConfigError(f"MLflow tracking database {shown} cannot be read as an SQLite database "
+                          f"({e}); give the path of the store the sweep logged to") from None
     if tables and not {"experiments", "runs", "alembic_version"} <= tables:
         raise ConfigError(f"MLflow tracking database {shown} is not an MLflow store: it holds "
                           f"another application's tables {short_repr(sorted(tables))}; give "
                           "another path")
+    if not tables and not write:  # MLflow would write its schema into it: reading never does
+        raise ConfigError(f"MLflow tracking database {shown} is empty (no MLflow tables: nothing "
+                          "was ever logged there); give the store the sweep logged to")
+    known = _mlflow_schema_revisions()
+    if version is not None and known and version[0] not in known:
+        raise ConfigError(f"MLflow tracking database {shown} has the schema revision {short_repr(version[0])}, "
+                          f"which the MLflow installed here ({_mlflow_version()}) does not know: "
+                          "it was written by a newer MLflow, and `mlflow db upgrade` cannot go "
+                          "back; use that newer MLflow (pip install -U mlflow), or another store")
+
+
+def _mlflow_schema_revisions() -> set[str]:
+    """The schema revisions the installed MLflow knows (its migration scripts are named
+    `<revision>_<what>.py`), found without importing MLflow; empty if not found."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("mlflow")
+    except (ImportError, ValueError):
+        return set()
+    if spec is None or not spec.submodule_search_locations:
+        return set()
+    versions = Path(list(spec.submodule_search_locations)[0]) / "store" / "db_migrations" / "versions"
+    try:
+        return {f.name.split("_", 1)[0] for f in versions.iterdir() if f.suffix == ".py"
+                and "_" in f.name and not f.name.startswith("_")}
+    except OSError:
+        return set()
+
+
+def _mlflow_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"mlflow {version('mlflow')}"
+    except PackageNotFoundError:
+        return "mlflow"
 
 
 def check_private_tree(root: str | os.PathLike, what: str) -> None:

@@ -91,3 +91,19 @@ def check_memory(params, available: int | None = None) -> None:
         raise ConfigError(f"problem {params.name!r} needs about {human(total)} of memory, more "
                           f"than the {human(available)} available; the largest part is {part}: "
                           f"{human(size)}")
+
+
+def check_declared(path, what: str, declared: int, detail: str, available: int | None = None) -> None:
+    """Raise ConfigError (naming the file) if a data file's headers declare arrays of
+    `declared` bytes in all, more than the memory available: checked before anything is
+    read, so a small file declaring a huge array (damaged or hostile) is an error naming
+    it, never a bare MemoryError. `detail` says which array (e.g. its shape and type)."""
+    available = available_bytes() if available is None else available
+    if declared > available:
+        try:
+            size = f"; the file itself is {human(Path(path).stat().st_size)}"
+        except OSError:
+            size = ""
+        raise ConfigError(f"{path}: {what} declares {detail}: {human(declared)} in memory, more "
+                          f"than the {human(available)} available{size} (a damaged file, or "
+                          "not the data it claims to be)")

@@ -9,8 +9,11 @@ the same rows as before, and its MLflow child run continues after the last round
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -36,7 +39,9 @@ SWEEP_COPY = "fco_sweep.yaml"  # the resolved sweep kept with Tune's state, chec
 
 
 class SweepInterrupted(RuntimeError):
-    """Tune returned before every trial ended; the MLflow parent run stays RUNNING."""
+    """Tune returned before every trial ended (Ctrl-C, SIGTERM, a full disk, a lost store);
+    the MLflow parent run is ended KILLED (unless the store is the problem), and `--resume`
+    reopens it."""
 
 
 @dataclass
@@ -93,65 +98,119 @@ def _run_locked(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, re
                 echo) -> SweepOutcome:
     connection = connect()  # the cluster at RAY_ADDRESS, else a new local one on loopback
     try:
-        _check_resources(sweep, connection, echo)
-        store = Store(sweep.tracking_uri)
-        if not resume:
-            for line in earlier_sweep(store, sweep, exp_dir):
-                echo(line)
-        log = SweepLog(store, sweep.experiment, sweep.name, sweep.metric, sweep.mode,
-                       sweep.source, resume)
-        echo(f"sweep {sweep.name}: {_trials_text(sweep)}; Tune state {exp_dir}; "
-             f"MLflow {store.uri} experiment {sweep.experiment!r}")
-        trainable = tune.with_resources(
-            tune.with_parameters(train_trial, sweep=sweep, finished=log.finished()),
-            TrialResources(sweep))
-        if resume:  # the logger comes back with Tune's state (see MLflowLogger.__reduce__)
-            tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_errored=True)
-        else:
-            logger = MLflowLogger(sweep, store.uri, echo)
-            tuner = tune.Tuner(trainable, param_space=sweep.param_space(),
-                               tune_config=tune_config(sweep),
-                               run_config=tune.RunConfig(
-                                   name=sweep.name, storage_path=str(root),
-                                   callbacks=[logger, StorageGuard(str(root)), *tune_loggers()],
-                                   verbose=0,
-                                   # every checkpoint is kept (~10 per trial, each one
-                                   # state of the trial's models): with num_to_keep=1 Tune
-                                   # deletes the previous one before its experiment state
-                                   # stops naming it, and a sweep killed in between could
-                                   # not resume (tests/ray/test_resume.py, under load)
-                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
-                                   failure_config=tune.FailureConfig(
-                                       max_failures=sweep.spec.tune.max_failures)))
-            exp_dir.mkdir(parents=True, exist_ok=True)
-            (exp_dir / SWEEP_COPY).write_text(resolved)
-        try:
-            with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1"):  # our loggers: tune_loggers
-                results = tuner.fit()
-        except TrackingUnavailable as e:  # the MLflow store went away (see MLflowLogger)
-            raise SweepInterrupted(
-                f"sweep {sweep.name} stopped: {e}; the rounds logged so far are kept: once "
-                f"the store works, finish it with: fco-ray sweep {path} --resume") from None
-        except StorageFull as e:
-            raise SweepInterrupted(
-                f"sweep {sweep.name} stopped: {e}; its state is kept: once space is freed, "
-                f"finish it with: fco-ray sweep {path} --resume") from None
-        ended = results.num_terminated + results.num_errors
-        if ended < sweep.num_tune_trials():  # Tune stopped early (e.g. Ctrl-C)
-            raise SweepInterrupted(
-                f"sweep {sweep.name} stopped with {ended}/{sweep.num_tune_trials()} Tune trials "
-                f"done; finish it with: fco-ray sweep {path} --resume")
-        best = log.finish(failed=results.num_errors > 0)
-        if sweep.spec.report is not False:  # `report: false` in the sweep file: no report
-            from ..report import (
-                report_after_sweep,  # matplotlib only when a report is drawn
-            )
-
-            report_after_sweep(log.parent_id, store.uri, echo)
-        return SweepOutcome(log.parent_id, log.experiment_id, store.uri, exp_dir, results,
-                            results.num_errors, best)
+        with _StopSignals() as stops:  # after connect: ray.init sets a SIGTERM handler
+            _check_resources(sweep, connection, echo)
+            store = Store(sweep.tracking_uri)
+            if not resume:
+                for line in earlier_sweep(store, sweep, exp_dir):
+                    echo(line)
+            log = SweepLog(store, sweep.experiment, sweep.name, sweep.metric, sweep.mode,
+                           sweep.source, resume)
+            try:
+                return _fit(sweep, path, root, exp_dir, resolved, resume, echo, store, log, stops)
+            except KeyboardInterrupt:  # a second Ctrl-C / SIGTERM, or one outside Tune's fit
+                with contextlib.suppress(Exception):  # the interrupt is what to report
+                    log.interrupted()
+                raise
     finally:
         disconnect(connection)
+
+
+class _StopSignals:
+    """Ctrl-C (SIGINT) and SIGTERM -- what a scheduler, a container stop or `ray job stop`
+    sends -- stop a sweep the same way. While Tune fits, the first one asks Tune to stop
+    (its SIGUSR1 handler: trials stop, its state is saved) and is recorded in `received`,
+    so the sweep ends with the `--resume` command (Tune itself returns as if all was done:
+    the stopped trials count as terminated); a second one, or one outside the fit, is a
+    KeyboardInterrupt. Tune's own SIGINT handler is turned off (TUNE_DISABLE_SIGINT_HANDLER)."""
+
+    def __init__(self):
+        self.received: str | None = None
+        self.fitting = False
+        self._before: dict = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._before = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc):
+        for s, handler in self._before.items():
+            signal.signal(s, handler)
+
+    @contextmanager
+    def fit(self):
+        self.fitting = True
+        try:
+            yield
+        finally:
+            self.fitting = False
+
+    def _handle(self, signum, frame):
+        tune_stop = signal.getsignal(signal.SIGUSR1)  # installed by Tune when its run starts
+        if self.received is not None or not self.fitting or not callable(tune_stop):
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum).name
+        tune_stop(signal.SIGUSR1, frame)
+
+
+def _fit(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: bool, echo,
+         store: Store, log: SweepLog, stops: _StopSignals) -> SweepOutcome:
+    """Tune's run of the sweep (new or restored), its end in MLflow and its report."""
+    echo(f"sweep {sweep.name}: {_trials_text(sweep)}; Tune state {exp_dir}; "
+         f"MLflow {store.uri} experiment {sweep.experiment!r}")
+    trainable = tune.with_resources(
+        tune.with_parameters(train_trial, sweep=sweep, finished=log.finished()),
+        TrialResources(sweep))
+    if resume:  # the logger comes back with Tune's state (see MLflowLogger.__reduce__)
+        tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_errored=True)
+    else:
+        logger = MLflowLogger(sweep, store.uri, echo)
+        tuner = tune.Tuner(trainable, param_space=sweep.param_space(),
+                           tune_config=tune_config(sweep),
+                           run_config=tune.RunConfig(
+                               name=sweep.name, storage_path=str(root),
+                               callbacks=[logger, StorageGuard(str(root)), *tune_loggers()],
+                               verbose=0,
+                               # every checkpoint is kept (~10 per trial, each one
+                               # state of the trial's models): with num_to_keep=1 Tune
+                               # deletes the previous one before its experiment state
+                               # stops naming it, and a sweep killed in between could
+                               # not resume (tests/ray/test_resume.py, under load)
+                               checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
+                               failure_config=tune.FailureConfig(
+                                   max_failures=sweep.spec.tune.max_failures)))
+        exp_dir.mkdir(parents=True, exist_ok=True)
+        (exp_dir / SWEEP_COPY).write_text(resolved)
+    try:
+        with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1",  # our loggers: tune_loggers
+                       TUNE_DISABLE_SIGINT_HANDLER="1"), stops.fit():  # _StopSignals instead
+            results = tuner.fit()
+    except TrackingUnavailable as e:  # the MLflow store went away (see MLflowLogger)
+        raise SweepInterrupted(
+            f"sweep {sweep.name} stopped: {e}; the rounds logged so far are kept: once "
+            f"the store works, finish it with: fco-ray sweep {path} --resume") from None
+    except StorageFull as e:
+        log.interrupted()
+        raise SweepInterrupted(
+            f"sweep {sweep.name} stopped: {e}; its state is kept: once space is freed, "
+            f"finish it with: fco-ray sweep {path} --resume") from None
+    ended = results.num_terminated + results.num_errors
+    if stops.received or ended < sweep.num_tune_trials():  # Ctrl-C, SIGTERM
+        log.interrupted()
+        by = f" by {stops.received}" if stops.received else ""
+        raise SweepInterrupted(
+            f"sweep {sweep.name} stopped{by} before all of its {sweep.num_tune_trials()} Tune "
+            f"trials ended (its state is saved); finish it with: fco-ray sweep {path} --resume")
+    best = log.finish(failed=results.num_errors > 0)
+    if sweep.spec.report is not False:  # `report: false` in the sweep file: no report
+        from ..report import (
+            report_after_sweep,  # matplotlib only when a report is drawn
+        )
+
+        report_after_sweep(log.parent_id, store.uri, echo)
+    return SweepOutcome(log.parent_id, log.experiment_id, store.uri, exp_dir, results,
+                        results.num_errors, best)
 
 
 def earlier_sweep(store: Store, sweep: Sweep, exp_dir: Path) -> list[str]:

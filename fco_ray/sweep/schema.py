@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..algorithms import ALGORITHMS
 from ..core.checks import fitting_algorithms, unknown_name
@@ -37,16 +37,18 @@ from ..runtime.files import (
     MAX_SWEEP_NAME,
     SWEEP_NAME_PATTERN,
     apply_overrides,
+    check_plain_name,
     load_yaml,
 )
 from ..runtime.strict import no_bool_numbers
+from ..runtime.values import MAX_CONFIGURATIONS, check_grid_values
 
 FIXED_POINT_KEYS = ("algorithm.name", "seed")
 MAX_NAME = MAX_SWEEP_NAME  # characters of a sweep name
 # What a sweep may expand to, checked by arithmetic before anything is expanded (Tune keeps
 # an object per trial in the driver; 1000 x 1000 grid points took minutes and gigabytes
-# just to validate). The paper's largest sweep (E5) has 2,250 configurations.
-MAX_CONFIGURATIONS = 20_000  # MLflow child runs of one sweep
+# just to validate). The paper's largest sweep (E5) has 2,250 configurations; at most
+# MAX_CONFIGURATIONS (fco_ray.runtime.values: the same bound as `fco_ray.run_grid`).
 MAX_SEEDS = 1_000
 MAX_FUSE = 1_024  # configurations per fused trial  # set by `algorithms` and `seeds`, not `search`
 
@@ -108,15 +110,7 @@ class Search(_Strict):
     @model_validator(mode="after")
     def _keys(self):
         for key, values in self.grid.items():
-            if not values:
-                raise ValueError(f"grid {key!r} has no values")
-            seen: dict = {}
-            for value in values:
-                same = _grid_identity(value)
-                if same in seen:  # each would be a trial of its own: twice the same trial
-                    raise ValueError(f"grid {key!r} lists {short_repr(seen[same])} and "
-                                     f"{short_repr(value)}: the same value twice (each value once)")
-                seen[same] = value
+            check_grid_values(key, values)
         both = set(self.grid) & set(self.random)
         if both:
             raise ValueError(f"keys both in grid and random: {sorted(both)}")
@@ -127,19 +121,6 @@ class Search(_Strict):
             if key.split(".")[0] == "tracking":
                 raise ValueError(f"{key!r} cannot be searched (one tracking store per sweep)")
         return self
-
-
-def _grid_identity(value):
-    """What makes two grid values the same trial: numbers by value (1 == 1.0), text that
-    reads as a number like that number (0.01 and "0.01"), anything else by its JSON."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return ("number", float(value))
-    if isinstance(value, str):
-        try:
-            return ("number", float(value))
-        except ValueError:
-            return ("text", value)
-    return ("json", json.dumps(value, sort_keys=True, default=str))
 
 
 class TuneSettings(_Strict):
@@ -173,6 +154,11 @@ class SweepTracking(_Strict):
     experiment: str | None = Field(None, min_length=1, max_length=256,
                                    description="default: the sweep name")
     uri: str | None = None
+
+    @field_validator("experiment")
+    @classmethod
+    def _experiment(cls, v):
+        return v if v is None else check_plain_name(v, "experiment name")
 
 
 class SweepFile(_Strict):

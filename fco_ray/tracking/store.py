@@ -46,7 +46,14 @@ EXPERIMENT_KIND, TRAINING_KIND = "mlflow.experimentKind", "custom_model_developm
 
 def default_uri() -> str:
     """`MLFLOW_TRACKING_URI` if set, else the SQLite file `mlflow.db` in the working directory."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    try:
+        return f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+    except FileNotFoundError:
+        raise ConfigError("the working directory no longer exists (it was deleted or moved), and "
+                          "the default MLflow store is mlflow.db in it: change to an existing "
+                          "directory, or give a tracking URI") from None
 
 
 class TrackingUnavailable(RuntimeError):
@@ -90,6 +97,19 @@ def check_store(uri: str, timeout: float = 10.0) -> None:
             db.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.closing(sqlite3.connect(db, timeout=timeout)) as connection:
                 connection.execute("select count(*) from sqlite_master").fetchone()
+                # a write lock, released at once: another process holding the database's
+                # exclusive lock would make every MLflow write fail after 30 s of retries
+                connection.execute("begin immediate")
+                connection.rollback()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e):
+                raise TrackingUnavailable(f"MLflow tracking database {db} cannot be opened ({e}); "
+                                          f"fix the path, {elsewhere}") from None
+            raise TrackingUnavailable(
+                f"MLflow tracking database {db} is locked by another process (no write got "
+                f"through within {timeout:g} s): a program holds it in a transaction (an open "
+                f"sqlite3 shell or database browser, a stuck process: `fuser {db}` names it); "
+                f"end that program and run again, {elsewhere}") from None
         except (OSError, sqlite3.Error) as e:
             raise TrackingUnavailable(f"MLflow tracking database {db} cannot be opened ({e}); "
                                       f"fix the path, {elsewhere}") from None

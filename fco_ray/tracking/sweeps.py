@@ -149,6 +149,16 @@ class SweepLog:
         if run is not None:
             self.store.client.log_artifacts(run, str(folder))
 
+    def interrupted(self) -> None:
+        """End the parent run and its running child runs KILLED (the sweep stopped before
+        its trials did: Ctrl-C, SIGTERM, a full disk); `--resume` sets them RUNNING again
+        and continues each child run after its last logged round."""
+        parent = self.store.client.get_run(self.parent_id)
+        for run in children(self.store, parent):
+            if run.info.status == "RUNNING":
+                self.store.client.set_terminated(run.info.run_id, "KILLED")
+        self.store.client.set_terminated(self.parent_id, "KILLED")
+
     def finish(self, failed: bool) -> pd.DataFrame:
         """Write each child run's place in the sweep's ranking (tag `fco.rank`: the order of
         the MLflow link's run list, the verdict's order) and the best configuration per

@@ -308,7 +308,7 @@ def test_split_holdout_keeps_every_node_and_is_seeded(data):
     (["1 1:1", "0 2:1"], {}, "no 'qid:' fields"),
     (["1 1:1 2:0.5", "0 2:1"], {"node_column": 1}, "must hold integer node ids"),
     (["1 1:1", "0 2:1"], {"node_column": 9}, "node_column 9 is out of range"),
-    (["1 qid:1 1:1", "oops"], {}, "not a valid LIBSVM file"),
+    (["1 qid:1 1:1", "oops"], {}, r"line 2: not a valid LIBSVM line"),
 ])
 def test_libsvm_bad_input_is_explained(tmp_path, lines, kwargs, match):
     path = write(tmp_path, "bad.svm", lines)
