@@ -14,6 +14,8 @@ from fco_ray.ops.random import Key, sample_clients  # noqa: E402
 from fco_ray.ops.prox import soft_threshold  # noqa: E402
 from fco_ray.runtime.errors import ConfigError  # noqa: E402
 
+pytestmark = pytest.mark.slow  # compiles the page's programs (~40 s on 2 cores)
+
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "custom_rules.md"
 
 

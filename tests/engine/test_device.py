@@ -90,18 +90,21 @@ def test_keyed_draws_inside_a_jitted_loop_with_a_traced_step():
 
 
 # ---- whole runs: device (JAX on CPU) equals the CPU engine -----------------------------
-@pytest.mark.parametrize("algorithm,problem", supported_pairs())
-def test_run_on_the_device_equals_the_cpu_engine(algorithm, problem):
-    reference = fco_ray.run(config(algorithm, problem, "cpu"))
-    device = fco_ray.run(config(algorithm, problem, "jax-cpu"))
-    assert_same_history(device, reference)
-
-
 # the E5 / E1 pairs the paper protocols run on a device every time; the others (the same
 # programs with other flags) in the slow selection
 CORE = {("feddualex", "bilinear_l1"), ("feddualex", "bilinear_nuclear"), ("feddualavg", "lasso"),
         ("fedmip", "bilinear_l1"), ("fedmid", "lasso"), ("feddualavg", "lowrank"),
         ("feddualex", "adversarial"), ("pgda", "adversarial")}
+#: ... and alone (a group of one: the fused ones above cover the same programs)
+CORE_ALONE = {("feddualex", "bilinear_l1"), ("feddualavg", "lasso")}
+
+
+@pytest.mark.parametrize("algorithm,problem", [
+    pytest.param(a, p, marks=() if (a, p) in CORE_ALONE else pytest.mark.slow) for a, p in supported_pairs()])
+def test_run_on_the_device_equals_the_cpu_engine(algorithm, problem):
+    reference = fco_ray.run(config(algorithm, problem, "cpu"))
+    device = fco_ray.run(config(algorithm, problem, "jax-cpu"))
+    assert_same_history(device, reference)
 
 
 @pytest.mark.parametrize("algorithm,problem", [

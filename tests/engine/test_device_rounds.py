@@ -34,8 +34,8 @@ def test_a_member_diverging_inside_a_chunk_stops_at_its_round_as_on_the_cpu():
                 np.testing.assert_allclose(ra[k], rb[k], rtol=1e-9, err_msg=k)
 
 
-@pytest.mark.parametrize("problem, algorithm, seeds", [(LASSO, "fedmid", (0,)),
-                                                       (BILINEAR, "feddualex", (0, 1))])
+@pytest.mark.parametrize("problem, algorithm, seeds", [
+    pytest.param(LASSO, "fedmid", (0,), marks=pytest.mark.slow), (BILINEAR, "feddualex", (0, 1))])
 def test_checkpoints_between_compiled_chunks_restore_the_same_numbers(problem, algorithm, seeds, tmp_path):
     group = configs(problem, algorithm, [0.01, 0.03], "jax-cpu", 8, 4, seeds)
     rows: dict = {}

@@ -44,7 +44,8 @@ def test_seeds_fuse_where_the_data_ignores_the_seed(name):
     assert not seeds_fuse(unfixed)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == "feddualex" else pytest.mark.slow)
+                                  for n in sorted(CASES)])
 def test_every_member_of_a_seed_fused_group_equals_its_own_run(name):
     fused = run_group(configs(CASES[name], "jax-cpu"))
     finished = 0
