@@ -221,6 +221,44 @@ def final_table(best: dict, variant: str, algs: list[str], metrics: list[str], e
     return lines
 
 
+def setting(exp: str, index: int = 0) -> tuple[object, object]:
+    """(the validated problem parameters with their defaults, the sweep file) of run `index`
+    of `exp`: the page describes what the sweep files say."""
+    from fco_ray.core.config import parse_problem
+    from fco_ray.sweep.schema import read_sweep_file
+
+    _, path, overrides = EXPERIMENTS[exp]["runs"][index]
+    spec = read_sweep_file(ROOT / path, overrides)
+    return parse_problem(spec.problem), spec
+
+
+def values(xs) -> str:
+    return "{" + ", ".join(f"{x:g}" for x in xs) + "}"
+
+
+def data_text(p) -> str:
+    """The stand-in's data in words, from its parameters."""
+    n_train = p.clients * p.subjects_per_client * p.scans_per_subject
+    n_val = p.val_clients * p.subjects_per_client * p.scans_per_subject
+    maps = "a smooth sparse weight map" if getattr(p, "conditions", 2) == 2 else \
+        f"{p.conditions - 1} smooth sparse weight maps (condition 0 the reference)"
+    return (f"`dataset: synthetic_fmri` (`fco_ray/data/synthetic_fmri.py`): {maps} on a {p.grid} x {p.grid} "
+            f"x {p.grid} voxel grid ({p.support} nonzero voxels each, from {p.blobs} signed Gaussian bumps of "
+            f"width {p.smoothness:g}), voxel noise smoothed over space (width {p.noise_smoothness:g}), "
+            f"{p.subjects_per_client} subjects of {p.scans_per_subject} scans per client with a per-subject "
+            f"offset (scale {p.subject_shift:g}), {p.clients} training clients ({n_train:,} scans), "
+            f"{p.val_clients} validation clients of held-out subjects ({n_val:,} scans), labels from the "
+            f"logistic model (logit standard deviation {p.signal:g}). Each seed draws its own data and truth.")
+
+
+def schedule_text(spec) -> str:
+    a = spec.algorithm
+    grid = spec.search.grid
+    rates = " x ".join(f"{k.split('.')[-1].replace('_lr', '')} {values(v)}" for k, v in grid.items())
+    return (f"{spec.rounds} rounds, K = {a['local_steps']} local steps of batch {a['batch_size']}, "
+            f"{a['clients_per_round']} clients per round; rates: {rates}")
+
+
 CLAIM_HEAD = ["| claim | verdict | difference of means | seed spread |", "|---|---|---|---|"]
 
 
@@ -255,17 +293,14 @@ def e3_page(trials: pd.DataFrame, rounds: pd.DataFrame, meta: dict) -> str:
     v, seeds, last, shown = "sparse logreg", seeds_text(trials), int(rounds["round"].max()), marks(rounds)
     lines = ["# E3 on a stand-in with a known sparse truth (FCO paper, Figs. 1 and 5)", ""]
     lines += header("e3", meta, ["sweeps/e3_synthetic.yaml", "sweeps/e3_synthetic_baselines.yaml"])
+    p, spec = setting("e3")
     lines += ["## Setting", "",
-              "The Haxby stand-in the project ran before (digits 3 vs 8) separates nothing: every method "
-              "reaches accuracy 1.000 there. This one has signal and a truth: `dataset: synthetic_fmri` "
-              "(`fco_ray/data/synthetic_fmri.py`), a smooth sparse weight map on a 10 x 10 x 10 voxel grid "
-              "(50 nonzero voxels from 4 signed Gaussian bumps), voxel noise smoothed over space, 2 subjects "
-              "of 20 scans per client with a per-subject offset, 20 training clients (800 scans), 25 "
-              "validation clients of held-out subjects (1,000 scans), binary labels from the logistic model "
-              "(logit standard deviation 4). Each seed draws its own data and truth. l1-regularized logistic "
-              "regression, lam = 0.01, 300 rounds, K = 10 local steps of batch 10, 10 of 20 clients per round; "
-              "rates: client {0.003, 0.01, 0.03, 0.1, 0.3, 1} x server {0.3, 1} (local: client rates only, "
-              "centralized: FISTA, no rates).", "",
+              "Without Haxby the E3 sweeps ran on digits 3 vs 8, where every method classifies every "
+              "validation digit correctly: nothing separates the methods. This stand-in has a known sparse "
+              "truth and a ceiling below 1: " + data_text(p),
+              f"l1-regularized logistic regression, lam = {p.lam:g}; {schedule_text(spec)} (local: the "
+              "client rates only, server rate 1; centralized: FISTA on the pooled training data, one "
+              "iteration per round, no rates).", "",
               f"Ceiling: the true model's validation accuracy (Bayes) {pm(bayes)}; true density "
               f"{pm(tdens)} ({seeds}).", "",
               f"## Final values (round {last}), mean ± std over {seeds}, at each method's best rates", ""]
@@ -301,17 +336,17 @@ def e4_page(trials: pd.DataFrame, rounds: pd.DataFrame, meta: dict) -> str:
     lines = ["# E4 on a stand-in with a known sparse truth (FCO paper, App. B.5)", ""]
     lines += header("e4", meta, ["sweeps/e4_synthetic.yaml", "sweeps/e4_synthetic_mlp.yaml"])
     bayes = trials.groupby("seed")["bayes_accuracy"].first()
+    p, spec = setting("e4")
+    l2, _ = setting("e4", 1)
+    mlp, _ = setting("e4", 2)
     lines += ["## Setting", "",
-              "The digits stand-in separates the methods by less than a point (0.916-0.919). This one: "
-              "`dataset: synthetic_fmri` with 3 conditions (classes), two sparse smooth maps of 30 voxels "
-              "on an 8 x 8 x 8 grid, voxel noise smoothed over space, 2 subjects of 20 scans per client, 20 "
-              "training clients (800 scans), 25 validation clients of held-out subjects (1,000 scans). "
-              "Multinomial logistic regression with the weight matrix in an l1 ball of radius 10 or an l2 "
-              "ball of radius 2 (`--set problem.constraint=l2_ball --set problem.radius=2`), and an MLP with "
-              "one hidden layer of 32 ReLU units, each weight matrix in an l1 ball of radius 20; biases free. "
-              "100 rounds, K = 10 local steps of batch 10, 10 of 20 clients per round, client rates {0.03, "
-              "0.1, 0.3, 1}, server rate 1. Every round is evaluated: a server model outside its ball has "
-              "`train_loss = inf`, which ends its run as diverged.", "",
+              "On digits the E4 methods end within a point of each other. This stand-in has a known sparse "
+              "truth: " + data_text(p),
+              f"Multinomial logistic regression with the weight matrix in an l1 ball of radius {p.radius:g} "
+              f"or an l2 ball of radius {l2.radius:g} (`{' '.join('--set ' + o for o in L2)}`), and an MLP "
+              f"with hidden layers {mlp.hidden}, ReLU, each weight matrix in an l1 ball of radius "
+              f"{mlp.radius:g}; biases free. {schedule_text(spec)}. Every round is evaluated: a server model "
+              "outside its ball has `train_loss = inf`, which ends its run as diverged.", "",
               f"Ceiling: the true model's validation accuracy (Bayes) {pm(bayes)} ({seeds_text(trials)}).", ""]
     variants = list(dict.fromkeys(trials["variant"]))
     feas_rows = ["| problem | configurations finished | server models evaluated | with a finite objective (feasible) |",
