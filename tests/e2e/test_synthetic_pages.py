@@ -49,4 +49,4 @@ def test_a_trial_run_writes_records_and_a_page(tmp_path):
     assert (trials["evaluated_rounds"] == 3).all() and (trials["finite_objective_rounds"] == 3).all()
     page = (tmp_path / "e4_synthetic.md").read_text()
     assert page == module.page_text("e4", tmp_path)
-    assert "--set rounds=2" in page and "**holds** for every server model" in page
+    assert "--set rounds=2" in page and "**holds** for every run that finished" in page
