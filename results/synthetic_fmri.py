@@ -133,7 +133,7 @@ def rates_text(t: pd.DataFrame) -> str:
 def differences(a: pd.Series, b: pd.Series) -> tuple[float, float]:
     """Mean and standard deviation over the seeds of a - b (both in seed order)."""
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    return float(d.mean()), float(d.std(ddof=1))
+    return float(d.mean()), float(d.std(ddof=1)) if len(d) > 1 else 0.0  # one seed: no spread
 
 
 def compare(a: pd.Series, b: pd.Series, sign: int) -> tuple[str, float, float]:
