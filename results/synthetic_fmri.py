@@ -130,31 +130,35 @@ def rates_text(t: pd.DataFrame) -> str:
     return ", ".join(parts) if parts else "no rates"
 
 
-def differences(a: pd.Series, b: pd.Series) -> tuple[float, float]:
-    """Mean and standard deviation over the seeds of a - b (both in seed order)."""
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    return float(d.mean()), float(d.std(ddof=1)) if len(d) > 1 else 0.0  # one seed: no spread
+def differences(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """The per-seed differences a - b (both in seed order)."""
+    return np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
 
 
-def compare(a: pd.Series, b: pd.Series, sign: int) -> tuple[str, float, float]:
-    """Verdict that sign * (a - b) > 0 beyond the seed spread: (verdict, mean, spread)."""
-    diff, spread = differences(a, b)
+def spread_of(d: np.ndarray) -> float:
+    return float(d.std(ddof=1)) if len(d) > 1 else 0.0  # one seed: no spread
+
+
+def compare(a: pd.Series, b: pd.Series, sign: int) -> tuple[str, np.ndarray]:
+    """Verdict that sign * (a - b) > 0 beyond the seed spread, and the per-seed differences."""
+    d = differences(a, b)
+    diff, spread = float(d.mean()), spread_of(d)
     if sign * diff > spread:
-        return "holds", diff, spread
+        return "holds", d
     if sign * diff < -spread:
-        return "does not hold (reversed)", diff, spread
-    return "does not hold (within the seed spread)", diff, spread
+        return "does not hold (reversed)", d
+    return "does not hold (within the seed spread)", d
 
 
-def not_below(a: pd.Series, b: pd.Series, tol: float) -> tuple[str, float, float]:
+def not_below(a: pd.Series, b: pd.Series, tol: float) -> tuple[str, np.ndarray]:
     """Verdict that a is on average at most `tol` below b."""
-    diff, spread = differences(a, b)
-    return ("holds" if diff >= -tol else "does not hold"), diff, spread
+    d = differences(a, b)
+    return ("holds" if d.mean() >= -tol else "does not hold"), d
 
 
-def claim_row(text: str, verdict: tuple[str, float, float]) -> str:
-    v, diff, spread = verdict
-    return f"| {text} | **{v}** | {diff:+.3f} | {spread:.3f} |"
+def claim_row(text: str, verdict: tuple[str, np.ndarray]) -> str:
+    v, d = verdict
+    return f"| {text} | **{v}** | {d.mean():+.3f} | {spread_of(d):.3f} | {' / '.join(f'{x:+.3f}' for x in d)} |"
 
 
 def robustness(trials: pd.DataFrame, methods: list[str], rel: float = 0.01) -> pd.DataFrame:
@@ -264,8 +268,8 @@ def schedule_text(spec) -> str:
             f"{a['clients_per_round']} clients per round; rates: {rates}")
 
 
-CLAIM_HEAD = ["| claim | verdict | mean difference (per seed) | seed spread of the difference |",
-              "|---|---|---|---|"]
+CLAIM_HEAD = ["| claim | verdict | mean difference | seed spread of the difference | per seed |",
+              "|---|---|---|---|---|"]
 
 
 def e3_page(trials: pd.DataFrame, rounds: pd.DataFrame, meta: dict) -> str:
