@@ -252,7 +252,7 @@ def data_text(p) -> str:
     maps = "a smooth sparse weight map" if getattr(p, "conditions", 2) == 2 else \
         f"{p.conditions - 1} smooth sparse weight maps (condition 0 the reference)"
     return (f"`dataset: synthetic_fmri` (`fco_ray/data/synthetic_fmri.py`): {maps} on a {p.grid} x {p.grid} "
-            f"x {p.grid} voxel grid ({p.support} nonzero voxels each, from {p.blobs} signed Gaussian bumps of "
+            f"x {p.grid} voxel grid ({p.support} nonzero voxels per map, from {p.blobs} signed Gaussian bumps of "
             f"width {p.smoothness:g}), voxel noise smoothed over space (width {p.noise_smoothness:g}), "
             f"{p.subjects_per_client} subjects of {p.scans_per_subject} scans per client with a per-subject "
             f"offset (scale {p.subject_shift:g}), {p.clients} training clients ({n_train:,} scans), "
@@ -260,12 +260,12 @@ def data_text(p) -> str:
             f"logistic model (logit standard deviation {p.signal:g}). Each seed draws its own data and truth.")
 
 
-def schedule_text(spec) -> str:
+def schedule_text(spec, p) -> str:
     a = spec.algorithm
     grid = spec.search.grid
     rates = " x ".join(f"{k.split('.')[-1].replace('_lr', '')} {values(v)}" for k, v in grid.items())
     return (f"{spec.rounds} rounds, K = {a['local_steps']} local steps of batch {a['batch_size']}, "
-            f"{a['clients_per_round']} clients per round; rates: {rates}")
+            f"{a['clients_per_round']} of {p.clients} clients per round; rates: {rates}")
 
 
 CLAIM_HEAD = ["| claim | verdict | mean difference | seed spread of the difference | per seed |",
@@ -307,7 +307,7 @@ def e3_page(trials: pd.DataFrame, rounds: pd.DataFrame, meta: dict) -> str:
     lines += ["## Setting", "",
               "Without a Haxby copy the E3 sweeps run on digits 3 vs 8, a task too easy to separate the "
               "methods. This stand-in has a known sparse truth and a ceiling below 1: " + data_text(p),
-              f"l1-regularized logistic regression, lam = {p.lam:g}; {schedule_text(spec)} (local: the "
+              f"l1-regularized logistic regression, lam = {p.lam:g}; {schedule_text(spec, p)} (local: the "
               "client rates only, server rate 1; centralized: FISTA on the pooled training data, one "
               "iteration per round, no rates).", "",
               f"Ceiling: the true model's validation accuracy (Bayes) {pm(bayes)}; true density "
@@ -354,7 +354,7 @@ def e4_page(trials: pd.DataFrame, rounds: pd.DataFrame, meta: dict) -> str:
               f"Multinomial logistic regression with the weight matrix in an l1 ball of radius {p.radius:g} "
               f"or an l2 ball of radius {l2.radius:g} (`{' '.join('--set ' + o for o in L2)}`), and an MLP "
               f"with hidden layers {mlp.hidden}, ReLU, each weight matrix in an l1 ball of radius "
-              f"{mlp.radius:g}; biases free. {schedule_text(spec)}. Every round is evaluated: a server model "
+              f"{mlp.radius:g}; biases free. {schedule_text(spec, p)}. Every round is evaluated: a server model "
               "outside its ball has `train_loss = inf`, which ends its run as diverged.", "",
               f"Ceiling: the true model's validation accuracy (Bayes) {pm(bayes)} ({seeds_text(trials)}).", ""]
     variants = list(dict.fromkeys(trials["variant"]))
