@@ -27,6 +27,12 @@ Datasets:
 - `haxby` (binary, local copy, see `fco_ray.data.haxby`): one client per session.
 - `emnist` (multinomial, local copy, see `fco_ray.data.emnist`): one client per writer,
   validation = the same writers' test examples.
+- `synthetic_fmri` (binary, or `conditions` classes for the constrained problems; generated,
+  see `fco_ray.data.synthetic_fmri`): a known sparse smooth weight map on a 3-D voxel grid,
+  spatially correlated voxels, `subjects_per_client` subjects per client, labels from the
+  logistic model; validation = `val_clients` clients of held-out subjects. On
+  `sparse_logreg` the metrics add the support `precision`, `recall` and `f1` against the
+  true map (nonzero = |w| > 1e-4).
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ from ..ops import regularizers as R
 from ..ops.tree import Params
 from .base import Problem
 from .linear import NONZERO  # |w| above this counts as a nonzero weight (density)
+from .linear import support_metrics
 from .registry import ProblemParams, register_problem
 
 POOL_CHUNK = 4096  # rows per chunk of the full-data passes (bounds activation memory)
@@ -94,6 +101,10 @@ class Classifier(Problem):
         if self.val is not None:
             out["val_accuracy"] = self.accuracy(params, self.val)
         out["density"] = density(params, self.weight_blocks)
+        truth = self.info.get("w_true")
+        if truth is not None and "w" in params and np.shape(truth) == np.shape(params["w"]):
+            # a known truth of the same shape (synthetic_fmri, binary): support recovery
+            out.update({k: v for k, v in support_metrics(params["w"], truth).items() if k != "density"})
         return out
 
 
@@ -154,7 +165,7 @@ def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray, weight: np.ndarray)
 
 # ---- data -------------------------------------------------------------------------------
 
-DEFAULT_CLIENTS = 20  # clients of the shipped (scikit-learn) datasets
+DEFAULT_CLIENTS = 20  # clients of the shipped (scikit-learn) datasets and of synthetic_fmri
 SHIPPED_SIZES = {"digits": (1797, 64), "breast_cancer": (569, 30)}  # (samples, features)
 EMNIST_SIZES = {True: (3383, 341_873 + 40_832), False: (3400, 671_585 + 77_483)}  # TFF's counts
 
@@ -211,8 +222,31 @@ class _DataParams(ProblemParams):
                                 f"(default {DEFAULT_CLIENTS}) or EMNIST writers (default all)")
     alpha: float = Field(0.5, gt=0, allow_inf_nan=False, description="Dirichlet label skew")
     test_fraction: float = Field(0.2, ge=0, le=0.9, description="held-out split of shipped data")
+    # synthetic_fmri (fco_ray.data.synthetic_fmri); an error when set with another dataset
+    grid: int = Field(10, ge=2, le=64, description="synthetic_fmri: voxels per side of the cubic grid")
+    support: int = Field(50, ge=1, description="synthetic_fmri: nonzero voxels of each true map (<= grid^3)")
+    blobs: int = Field(4, ge=1, le=100, description="synthetic_fmri: Gaussian bumps per true map")
+    smoothness: float = Field(1.5, gt=0, le=32, allow_inf_nan=False,
+                              description="synthetic_fmri: width (voxels) of the true map's bumps")
+    noise_smoothness: float = Field(1.0, ge=0, le=32, allow_inf_nan=False,
+                                    description="synthetic_fmri: width (voxels) of the noise smoothing (0: white)")
+    subject_shift: float = Field(0.5, ge=0, le=100, allow_inf_nan=False,
+                                 description="synthetic_fmri: scale of each subject's own offset")
+    signal: float = Field(4.0, gt=0, le=1000, allow_inf_nan=False,
+                          description="synthetic_fmri: standard deviation of the true logits")
+    val_clients: int = Field(5, ge=0, le=100_000, description="synthetic_fmri: validation clients (held-out subjects)")
+    subjects_per_client: int = Field(2, ge=1, le=10_000, description="synthetic_fmri: subjects per client")
+    scans_per_subject: int = Field(20, ge=1, le=100_000, description="synthetic_fmri: scans per subject")
+    SYNTHETIC_KEYS: ClassVar[tuple[str, ...]] = (
+        "grid", "support", "blobs", "smoothness", "noise_smoothness", "subject_shift", "signal",
+        "val_clients", "subjects_per_client", "scans_per_subject")
 
     def estimated_bytes(self):
+        if self.dataset == "synthetic_fmri":
+            scans = ((self.clients or DEFAULT_CLIENTS) + self.val_clients) * self.subjects_per_client * self.scans_per_subject
+            return {f"the synthetic_fmri scans ({scans:,} x {self.grid}^3 voxels, float64, twice; "
+                    f"problem.clients, val_clients, subjects_per_client, scans_per_subject, grid)":
+                    2 * 8 * scans * self.grid ** 3}
         if self.dataset == "haxby":  # one subject's 4-D BOLD series at a time, float32
             return {"one Haxby subject's BOLD series (40 x 64 x 64 x 1,452 float32)": 4 * 40 * 64 * 64 * 1452}
         if self.dataset == "emnist":  # float32 pixels, read once and copied into client arrays
@@ -238,6 +272,20 @@ class _DataParams(ProblemParams):
                              f"got dataset {self.dataset!r} with path {self.path!r}")
         return self
 
+    @model_validator(mode="after")
+    def _synthetic_keys(self):
+        """The generator's keys are set only with it, and its support fits its grid."""
+        if self.dataset != "synthetic_fmri":
+            given = [k for k in self.SYNTHETIC_KEYS if k in self.model_fields_set]
+            if given:
+                raise ValueError(f"problem.{given[0]} is only used by dataset 'synthetic_fmri', "
+                                 f"got dataset {self.dataset!r} with {given[0]}={getattr(self, given[0])!r}")
+            return self
+        if self.support > self.grid ** 3:
+            raise ValueError(f"problem.support must be in [1, {self.grid ** 3}] (problem.grid^3 "
+                             f"voxels at grid={self.grid}), got {self.support}")
+        return self
+
 
 class SparseLogRegParams(_DataParams):
     """E3 l1-regularized binary logistic regression (lam = 1e-3 as in the paper). The paper's
@@ -248,7 +296,7 @@ class SparseLogRegParams(_DataParams):
     name: Literal["sparse_logreg"] = "sparse_logreg"
     fusable_lam: ClassVar[bool] = True  # lam weighs psi only (ProblemParams.fusable_lam)
     lam: float = Field(1e-3, ge=0, allow_inf_nan=False)
-    dataset: Literal["digits", "breast_cancer", "haxby"] = "digits"
+    dataset: Literal["digits", "breast_cancer", "haxby", "synthetic_fmri"] = "digits"
     classes: tuple[int, int] = Field((3, 8), description="digits: (negative, positive) digit")
     mask: Literal["vt", "brain"] = Field("vt", description="haxby voxels: ventral temporal or whole brain")
     train_subjects: list[int] = Field([1, 2, 3, 4, 5], description="haxby training subjects")
@@ -276,8 +324,10 @@ class _ImageParams(_DataParams):
 
     LOCAL_DATASET: ClassVar[str] = "emnist"
     DEFAULT_RADIUS: ClassVar[dict[str, float]]
-    dataset: Literal["digits", "emnist"] = "digits"
+    dataset: Literal["digits", "emnist", "synthetic_fmri"] = "digits"
     only_digits: bool = Field(True, description="emnist: 10 digit classes (True) or 62 classes")
+    conditions: int = Field(2, ge=2, le=1000, description="synthetic_fmri: classes (experimental conditions)")
+    SYNTHETIC_KEYS: ClassVar[tuple[str, ...]] = (*_DataParams.SYNTHETIC_KEYS, "conditions")
     constraint: Literal["l1_ball", "l2_ball"] = "l1_ball"
     radius: float = Field(gt=0, allow_inf_nan=False, description="radius of the ball (per matrix)")
 
@@ -298,8 +348,23 @@ class ConstrainedLogRegParams(_ImageParams):
     name: Literal["constrained_logreg"] = "constrained_logreg"
 
 
+def synthetic_fmri(p: _DataParams, seed: int, conditions: int = 2):
+    """Training clients, validation clients (None if val_clients = 0) and info (the truth
+    `w_true`, `bayes_accuracy`, `classes`) of the synthetic_fmri stand-in."""
+    from ..data.synthetic_fmri import make_synthetic_fmri
+
+    data = make_synthetic_fmri(seed, conditions=conditions, clients=p.clients or DEFAULT_CLIENTS,
+                               **{k: getattr(p, k) for k in _DataParams.SYNTHETIC_KEYS})
+    info = {"dataset": "synthetic_fmri", "classes": conditions, "w_true": data.truth,
+            "bayes_accuracy": data.bayes_accuracy}
+    return clients_from_pairs(data.train), clients_from_pairs(data.val) if data.val else None, info
+
+
 def image_data(p: _ImageParams, seed: int) -> tuple[ClientData, ClientData | None, dict]:
-    """Training clients, validation (test) data and info for digits or federated EMNIST."""
+    """Training clients, validation (test) data and info for digits, federated EMNIST or
+    synthetic_fmri (`conditions` classes)."""
+    if p.dataset == "synthetic_fmri":
+        return synthetic_fmri(p, seed, p.conditions)
     if p.dataset == "emnist":
         from ..data.emnist import load_emnist
 
@@ -328,6 +393,8 @@ def build_sparse_logreg(p: SparseLogRegParams, seed: int) -> BinaryLogistic:
         train = clients_from_pairs(data.train)
         val = clients_from_pairs(data.val) if data.val else None
         info.update(sessions_train=data.sessions_train, sessions_val=data.sessions_val)
+    elif p.dataset == "synthetic_fmri":
+        train, val, info = synthetic_fmri(p, seed)
     else:
         x, y = shipped_dataset(p.dataset, p.classes if p.dataset == "digits" else None)
         train, val = split_pooled(x, y, p.clients or DEFAULT_CLIENTS, p.alpha, seed, p.test_fraction,

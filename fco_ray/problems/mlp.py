@@ -88,7 +88,8 @@ class MlpParams(_ImageParams):
 
     def estimated_bytes(self):
         # at least MODEL_COPIES float64 copies of the weights live at once
-        features, classes = (784, 10 if self.only_digits else 62) if self.dataset == "emnist" else (64, 10)
+        features, classes = {"emnist": (784, 10 if self.only_digits else 62),
+                             "synthetic_fmri": (self.grid ** 3, self.conditions)}.get(self.dataset, (64, 10))
         widths = [features, *self.hidden, classes]
         weights = sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:]))
         return {**super().estimated_bytes(),
