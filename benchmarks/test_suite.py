@@ -6,7 +6,8 @@ with pytest, timed, with the machine's load average before and after.
     .venv/bin/python benchmarks/test_suite.py --quick   # a smoke run: one small test file
 
 Writes the record (`test_suite.json`: per run the command, wall seconds, passed / failed /
-skipped, the load averages, the slowest tests) and its page (`test_suite.md`); `--pages`
+skipped, the load averages, the slowest tests; a run of one kind replaces the record's
+earlier run of that kind) and its page (`test_suite.md`); `--pages`
 then writes the README's test-time sentence and the test-suite section of
 docs/benchmarks.md from the record, between their `<!-- benchmarks/test_suite.py -->`
 markers. Wall times move with the load: other jobs on a shared 2-core machine slow every
@@ -140,6 +141,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         for name in names:
             record["runs"].append(run(name, RUNS[name], Path(work), args.quick))
+    if out.with_suffix(".json").is_file():  # the latest run of each kind is kept
+        kept = json.loads(out.with_suffix(".json").read_text())["runs"]
+        record["runs"] = [r for r in kept if r["name"] not in names] + record["runs"]
+        record["runs"].sort(key=lambda r: list(RUNS).index(r["name"]))
     out.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
     out.write_text(page(record))
     print(f"wrote {out}")

@@ -84,13 +84,14 @@ def small():
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """A toy sweep (tests/e2e/test_report.py's `make_sweep`) in a new SQLite MLflow store."""
+def store(request, tmp_path_factory):
+    """A toy sweep (tests/e2e/test_report.py's `make_sweep`) in a new SQLite MLflow store; a
+    module may name a smaller grid in `STORE_GRID` (`make_sweep`'s keyword arguments)."""
     from tests.e2e.test_report import make_sweep
 
     root = tmp_path_factory.mktemp("mlflow")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    client, pid, runs = make_sweep(uri, root / "mlartifacts")
+    client, pid, runs = make_sweep(uri, root / "mlartifacts", **getattr(request.module, "STORE_GRID", {}))
     return {"uri": uri, "client": client, "pid": pid, "runs": runs, "root": root}
 
 
