@@ -77,11 +77,11 @@ def page(record: dict) -> str:
     lines = [f"# The test suite, {record['date']}", "",
              f"Command: `{record['command']}` (commit {record['commit']}, {record['cpus']} CPUs; "
              "load: the 1-minute load average before and after each run).", "",
-             "| run | command | tests passed / failed / skipped | wall | load average |",
-             "|---|---|---|---|---|"]
+             "| run | started | commit | command | tests passed / failed / skipped | wall | load average |",
+             "|---|---|---|---|---|---|---|"]
     for r in record["runs"]:
-        lines.append(f"| {r['name']} | `{r['command']}` | {r['passed']} / {r['failed']} / "
-                     f"{r['skipped']} | {r['wall_s']:.0f} s | {loads(r)} |")
+        lines.append(f"| {r['name']} | {r['date']} | {r['commit']} | `{r['command']}` | {r['passed']} / "
+                     f"{r['failed']} / {r['skipped']} | {r['wall_s']:.0f} s | {loads(r)} |")
     for r in record["runs"]:
         lines += ["", f"## The slowest tests of the {r['name']} run", "", "| s | test |", "|---|---|"]
         lines += [f"| {t['s']:.1f} | `{t['test']}` |" for t in r["slowest"]]
@@ -103,7 +103,7 @@ def docs_section(record: dict) -> str:
             f"{full['passed']} passed and {full['skipped']} skipped tests, load average "
             f"{loads(full)}; the fast subset (`-m \"not slow and not ray\"`) {fast['wall_s']:.0f} s "
             f"for {fast['passed']} passed and {fast['skipped']} skipped, load average {loads(fast)} "
-            f"({record['date']}, commit {record['commit']}; the record and the slowest tests: "
+            f"({full['date']}, commit {full['commit']}; the record and the slowest tests: "
             "`benchmarks/results/test_suite.md`, written by `benchmarks/test_suite.py`).")
 
 
@@ -140,7 +140,9 @@ def main() -> int:
               "runs": []}
     with tempfile.TemporaryDirectory() as work:
         for name in names:
-            record["runs"].append(run(name, RUNS[name], Path(work), args.quick))
+            started = _dt.datetime.now().isoformat(timespec="minutes")
+            record["runs"].append({"date": started, "commit": commit,
+                                   **run(name, RUNS[name], Path(work), args.quick)})
     if out.with_suffix(".json").is_file():  # the latest run of each kind is kept
         kept = json.loads(out.with_suffix(".json").read_text())["runs"]
         record["runs"] = [r for r in kept if r["name"] not in names] + record["runs"]
