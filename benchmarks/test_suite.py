@@ -50,18 +50,20 @@ def run(name: str, selection: list[str], work: Path, quick: bool) -> dict:
     wall = time.perf_counter() - start
     after = load()
     cases = ET.parse(xml).getroot().iter("testcase")
-    counts, slowest = {"passed": 0, "failed": 0, "skipped": 0}, []
+    counts, slowest, failures = {"passed": 0, "failed": 0, "skipped": 0}, [], []
     for case in cases:
         kind = ("failed" if case.find("failure") is not None or case.find("error") is not None
                 else "skipped" if case.find("skipped") is not None else "passed")
         counts[kind] += 1
         test = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
         slowest.append((float(case.get("time", 0)), test))
+        if kind == "failed":
+            failures.append(test)
     slowest.sort(reverse=True)
     shown = ".venv/bin/python -m pytest -q" + "".join(f' -m "{s}"' for s in selection[1::2])
     print(f"{name}: {wall:.0f} s, {counts}, load {before} -> {after}", flush=True)
     return {"name": name, "command": shown, "exit_code": done.returncode, "wall_s": round(wall, 1),
-            **counts, "load_before": before, "load_after": after,
+            **counts, "failures": failures, "load_before": before, "load_after": after,
             "slowest": [{"s": round(t, 1), "test": test} for t, test in slowest[:15]]}
 
 
@@ -126,7 +128,7 @@ def main() -> int:
     out = Path(args.out) if args.out else results / "test_suite.md"
     if args.pages:
         record = json.loads(out.with_suffix(".json").read_text())
-        replace_marked(ROOT / "README.md", "\n" + textwrap.fill(readme_sentence(record), 92) + "\n")
+        replace_marked(ROOT / "README.md", "\n" + textwrap.fill(readme_sentence(record), 160) + "\n")
         replace_marked(ROOT / "docs" / "benchmarks.md", "\n" + textwrap.fill(docs_section(record), 92) + "\n")
         print(readme_sentence(record))
         return 0
