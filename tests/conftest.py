@@ -1,6 +1,10 @@
 """Fixtures shared by the test folders: unit/ (functions and operators), engine/ (rounds run
 in this process), ray/ (Ray clusters, jobs, faults), e2e/ (the CLI, the API, sweeps, reports,
 the README and docs/)."""
+import sqlite3
+import sys
+from contextlib import closing
+
 import numpy as np
 import pytest
 
@@ -80,11 +84,52 @@ def small():
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """A toy sweep (tests/e2e/test_report.py's `make_sweep`) in a new SQLite MLflow store."""
+def store(request, tmp_path_factory):
+    """A toy sweep (tests/e2e/test_report.py's `make_sweep`) in a new SQLite MLflow store; a
+    module may name a smaller grid in `STORE_GRID` (`make_sweep`'s keyword arguments)."""
     from tests.e2e.test_report import make_sweep
 
     root = tmp_path_factory.mktemp("mlflow")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    client, pid, runs = make_sweep(uri, root / "mlartifacts")
+    client, pid, runs = make_sweep(uri, root / "mlartifacts", **getattr(request.module, "STORE_GRID", {}))
     return {"uri": uri, "client": client, "pid": pid, "runs": runs, "root": root}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _mlflow_template(tmp_path_factory):
+    """A new MLflow SQLite store runs MLflow's schema migrations: 3-7 s on 2 cores, paid by
+    every test that opens a new store in this process. Once a test has imported MLflow's
+    store code, a new SQLite store here gets a copy of the tables of one migrated store
+    instead (SQLite's backup API: the same schema, at the same revision, that MLflow then
+    verifies as usual). Stores opened by subprocesses (the CLI run as a command,
+    tests/e2e/test_store_setup.py's two processes) still migrate themselves."""
+    patched = {"template": tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"}
+    yield patched
+    if "original" in patched:
+        patched["module"]._initialize_tables = patched["original"]
+
+
+@pytest.fixture(autouse=True)
+def _new_mlflow_stores_from_the_template(_mlflow_template):
+    utils = sys.modules.get("mlflow.store.db.utils")
+    if utils is None or "original" in _mlflow_template:
+        return
+    import sqlalchemy
+
+    original, template = utils._initialize_tables, _mlflow_template["template"]
+
+    def initialize(engine):
+        path = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
+        if not path or path == ":memory:":
+            return original(engine)
+        if not template.exists():
+            made = sqlalchemy.create_engine(f"sqlite:///{template}")
+            try:
+                original(made)
+            finally:
+                made.dispose()
+        with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(path)) as target:
+            source.backup(target)
+
+    utils._initialize_tables = initialize
+    _mlflow_template.update(module=utils, original=original)

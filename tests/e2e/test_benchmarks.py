@@ -28,6 +28,7 @@ LOCAL = {
     "mlflow_sweep_log.py": [],
     "run.py": ["--only", "local,scaling"],
     "step_profile.py": [],
+    "test_suite.py": [],  # one small test file as each run
 }
 #: those that start a Ray cluster
 RAY = {

@@ -12,7 +12,9 @@ from fco_ray.cli import main
 from fco_ray.report import render_report, report_after_sweep
 from fco_ray.runtime.files import path_inside
 
-from tests.e2e.test_report import make_sweep
+
+#: the toy sweep of conftest's `store`, one rate pair (2 algorithms x 2 seeds): reports render fast
+STORE_GRID = {"client_lrs": [0.01], "server_lrs": [1.0]}
 
 
 @pytest.fixture

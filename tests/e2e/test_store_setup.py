@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mlflow import MlflowClient
 
 import fco_ray
@@ -27,6 +28,7 @@ store.experiment_id("exp-" + me)
 """
 
 
+@pytest.mark.slow  # 4 processes importing MLflow and migrating a store: 30-80 s on 2 cores
 def test_two_processes_set_up_a_new_store_at_once(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     for attempt in range(2):

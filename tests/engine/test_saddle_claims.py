@@ -4,18 +4,13 @@ problem, and the sparsity of the adversarial attack (E6). Full-scale numbers: re
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import fco_ray
 from fco_ray.core.config import parse_problem
 from fco_ray.problems import build_problem
 
 from tests.engine.test_saddle import lp_saddle_l1
-
-
-def final(cfg: dict) -> dict:
-    df = fco_ray.run(cfg)
-    assert df.attrs["status"] == "finished"
-    return df.iloc[-1].to_dict()
 
 
 def test_deterministic_sequential_feddualex_gap_decays_like_one_over_t():
@@ -47,15 +42,28 @@ E5 = {"name": "bilinear_l1", "n": 150, "m": 300, "clients": 5, "noise": 0.1 * np
 GRID = [(cl, sl) for cl in (0.1, 0.03, 0.01) for sl in (1.0, 0.3)]
 
 
+def finals(config: dict, grid: dict) -> list[dict]:
+    """The last row of every configuration of the grid, run fused (`fco_ray.run_grid`: each
+    configuration's rows equal its own `fco_ray.run`, tests/engine/test_fused.py)."""
+    df = fco_ray.run_grid(config, grid)
+    assert (df["status"] == "finished").all()
+    last = df[df["round"] == config["rounds"]]
+    assert len(last) == np.prod([len(v) for v in grid.values()])
+    return [row.to_dict() for _, row in last.iterrows()]
+
+
 def tuned(algorithm: dict) -> dict:
     """Final metrics of the best rate pair of GRID, by the server model's gap."""
-    runs = [final({"problem": E5, "rounds": 200, "eval_every": 200, "seed": 0,
-                   "algorithm": {**algorithm, "client_lr": cl, "server_lr": sl, "local_steps": 10,
-                                 "clients_per_round": None, "batch_size": None}})
-            for cl, sl in GRID]
+    runs = finals({"problem": E5, "rounds": 200, "eval_every": 200, "seed": 0,
+                   "algorithm": {**algorithm, "local_steps": 10, "clients_per_round": None,
+                                 "batch_size": None}},
+                  {"algorithm.client_lr": sorted({cl for cl, _ in GRID}),
+                   "algorithm.server_lr": sorted({sl for _, sl in GRID})})
+    assert len(runs) == len(GRID)
     return min(runs, key=lambda r: r["duality_gap"])
 
 
+@pytest.mark.slow  # 30 tuned runs: 1-2 minutes on 2 cores (test_saddle.py runs every method fast)
 def test_e5_under_full_tuning_fedmid_falls_behind_feddualavg_does_not():
     """Measured here: FedMiD 0.83, FedMiP (Appendix H) 0.82; FedDualAvg 0.022 (client 0.03,
     server 0.3), FeDualEx 0.016 (ergodic 0.015), FedMiP without server prox 0.006. The paper's
@@ -82,19 +90,22 @@ def test_e5_under_full_tuning_fedmid_falls_behind_feddualavg_does_not():
     assert mip_h["duality_gap"] > 0.5 * dual["duality_gap"]
 
 
+@pytest.mark.slow  # 8 runs on the digits: ~40 s on 2 cores
 def test_e6_feddualex_attack_is_sparser_at_equal_clean_accuracy():
     """Digits, 100 clients, K = 5, batch 10, lam = 0.003 (the E6 sweep's value), 40 rounds; each
     method tuned over client rates {1, 0.5} by mean clean validation accuracy over two seeds."""
     problem = {"name": "adversarial", "lam": 0.003, "data_seed": 0}
 
     def best(name):
+        runs = finals({"problem": problem, "rounds": 40, "eval_every": 40,
+                       "algorithm": {"name": name, "local_steps": 5, "clients_per_round": None,
+                                     "batch_size": 10}},
+                      {"algorithm.client_lr": [1.0, 0.5], "seed": [0, 1]})
         results = []
         for lr in (1.0, 0.5):
-            runs = [final({"problem": problem, "rounds": 40, "eval_every": 40, "seed": s,
-                           "algorithm": {"name": name, "client_lr": lr, "local_steps": 5,
-                                         "clients_per_round": None, "batch_size": 10}})
-                    for s in (0, 1)]
-            results.append({k: np.mean([r[k] for r in runs]) for k in ("val_accuracy", "density")})
+            mine = [r for r in runs if r["algorithm.client_lr"] == lr]
+            assert len(mine) == 2  # both seeds
+            results.append({k: np.mean([r[k] for r in mine]) for k in ("val_accuracy", "density")})
         return max(results, key=lambda r: r["val_accuracy"])
 
     dualex, pgda = best("feddualex"), best("pgda")
