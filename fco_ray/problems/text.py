@@ -430,6 +430,10 @@ class SparseTextParams(ProblemParams):
     words_per_doc: float = Field(20.0, ge=1, allow_inf_nan=False)
     signal: float = Field(3.0, ge=0, allow_inf_nan=False, description="scale of the true margin")
     author_bias: float = Field(1.0, ge=0, allow_inf_nan=False, description="std of per-author label bias")
+    topic_signal: float = Field(0.0, ge=0, allow_inf_nan=False,
+                                description="std of the per-topic label effect")
+    positive_share: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False,
+                                         description="expected share of +1 labels (None: no offset)")
     # LIBSVM (dataset: libsvm)
     path: str | None = Field(None, description="LIBSVM training file")
     test_path: str | None = Field(None, description="LIBSVM test file; None = split test_fraction")
@@ -473,7 +477,7 @@ class SparseTextParams(ProblemParams):
 
 GENERATOR_KEYS = ("clients", "min_samples", "max_samples", "size_exponent", "dim", "topics",
                   "topic_concentration", "topic_weight", "zipf_exponent", "words_per_doc",
-                  "signal", "author_bias", "test_fraction")
+                  "signal", "author_bias", "topic_signal", "positive_share", "test_fraction")
 
 
 @register_problem("sparse_text_logreg", SparseTextParams)
