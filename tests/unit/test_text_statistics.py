@@ -117,3 +117,32 @@ def test_label_offset_solves_the_mean():
 def test_generator_rejects_a_bad_positive_share():
     with pytest.raises(ValueError, match="positive_share must be in"):
         generate_text_nodes(seed=0, clients=3, dim=10, min_samples=2, max_samples=4, positive_share=1.0)
+
+
+# ---- the calibrated defaults (benchmarks/e7_calibration.py records them at 1,000 nodes) ----
+def within_10_percent(stats, keys):
+    from fco_ray.data.text_statistics import PAPER
+    return {k: (round(stats[k], 4), PAPER[k]) for k in keys
+            if not abs(stats[k] - PAPER[k]) <= 0.1 * PAPER[k]}
+
+
+@pytest.fixture(scope="module")
+def calibrated_1000():
+    return generate_text_data(seed=0, clients=1000)
+
+
+def test_calibrated_defaults_match_the_papers_label_and_sparsity_statistics(calibrated_1000):
+    """Majority, per-author majority (test data) and the share of rare features: within 10% of
+    the paper's at 1,000 nodes (a few seconds; the optimum's error is the slow test below)."""
+    train, test, test_node = calibrated_1000
+    majority, author = majority_errors(train, test.y, test_node)
+    share, _ = rare_feature_share(train)
+    stats = {"majority_error": majority, "author_majority_error": author, "rare_feature_share": share}
+    assert within_10_percent(stats, stats) == {}
+
+
+@pytest.mark.slow
+def test_calibrated_defaults_match_the_papers_optimum_error(calibrated_1000):
+    """w*'s test error within 10% of the paper's 0.2627 at 1,000 nodes (L-BFGS: ~2 minutes)."""
+    stats = text_statistics(*calibrated_1000)
+    assert within_10_percent(stats, ("optimum_error",)) == {}
