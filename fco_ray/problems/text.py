@@ -453,6 +453,7 @@ class SparseTextParams(ProblemParams):
         return {f"the documents (problem.clients={self.clients} x about {docs / self.clients:,.0f} "
                 f"x problem.words_per_doc={self.words_per_doc:g} words, 12 bytes each, twice)":
                 int(2 * 12 * docs * self.words_per_doc),
+                "the labels' logits and draws (16 bytes per post)": int(16 * docs),
                 f"the topics (problem.topics={self.topics} x problem.dim={self.dim} floats)":
                 8 * self.topics * self.dim}
 
