@@ -52,13 +52,10 @@ def rare_feature_share(train: SparseNodes, node_share: float = RARE_NODE_SHARE) 
 
 
 def text_statistics(train: SparseNodes, test: SparseNodes, test_node: np.ndarray,
-                    optimum_error: float | None = None) -> dict[str, float]:
+                    optimum_error: float) -> dict[str, float]:
     """The four statistics (see the module doc) plus `unused_features`; `optimum_error` is
-    w*'s test error when the caller has it (else it is solved here, L-BFGS, with the disk
-    cache of `SparseTextLogReg.optimum`)."""
-    if optimum_error is None:
-        from ..problems.text import SparseTextLogReg
-        optimum_error = SparseTextLogReg.from_nodes(train, test).optimum.test_error
+    w*'s test error (`SparseTextLogReg.from_nodes(train, test).optimum.test_error`: the data
+    layer does not solve problems)."""
     majority, author = majority_errors(train, test.y, test_node)
     share, unused = rare_feature_share(train)
     return {"majority_error": majority, "author_majority_error": author,

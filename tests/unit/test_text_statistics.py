@@ -144,5 +144,8 @@ def test_calibrated_defaults_match_the_papers_label_and_sparsity_statistics(cali
 @pytest.mark.slow
 def test_calibrated_defaults_match_the_papers_optimum_error(calibrated_1000):
     """w*'s test error within 10% of the paper's 0.2627 at 1,000 nodes (L-BFGS: ~2 minutes)."""
-    stats = text_statistics(*calibrated_1000)
+    from fco_ray.problems.text import SparseTextLogReg
+    train, test, test_node = calibrated_1000
+    optimum = SparseTextLogReg.from_nodes(train, test).optimum
+    stats = text_statistics(train, test, test_node, optimum.test_error)
     assert within_10_percent(stats, ("optimum_error",)) == {}
