@@ -68,3 +68,21 @@ def test_render_rewrites_only_the_marked_region(tmp_path):
     done = call("e7_calibration.py", "--render-only", "--out", str(tmp_path / "s"), "--page", str(page),
                 "--fig2", str(tmp_path / "f.jsonl"), cwd=tmp_path)
     assert done.returncode == 2 and "needs one <!-- generated: e7_calibrated -->" in done.stderr
+
+
+@pytest.mark.parametrize("stem", ["e7_statistics", "e7_statistics_uncalibrated"])
+def test_the_recorded_pages_are_what_their_records_give(tmp_path, stem):
+    """results/e7.md's calibrated region and the statistics pages, redrawn from the records
+    in results/, equal the committed pages (no number on them is edited by hand)."""
+    import shutil
+    results = ROOT / "results"
+    shutil.copy(results / f"{stem}.json", tmp_path / "s.json")
+    args = ["--render-only", "--out", str(tmp_path / "s")]
+    if stem == "e7_statistics":
+        shutil.copy(results / "e7.md", tmp_path / "e7.md")
+        args += ["--page", str(tmp_path / "e7.md"), "--fig2", str(results / "e7_fig2_calibrated.jsonl")]
+    done = call("e7_calibration.py", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "s.md").read_text() == (results / f"{stem}.md").read_text()
+    if stem == "e7_statistics":
+        assert (tmp_path / "e7.md").read_text() == (results / "e7.md").read_text()
