@@ -70,7 +70,7 @@ def test_render_rewrites_only_the_marked_region(tmp_path):
     assert done.returncode == 2 and "needs one <!-- generated: e7_calibrated -->" in done.stderr
 
 
-@pytest.mark.parametrize("stem", ["e7_statistics", "e7_statistics_uncalibrated"])
+@pytest.mark.parametrize("stem", ["e7_statistics", "e7_statistics_10k", "e7_statistics_uncalibrated"])
 def test_the_recorded_pages_are_what_their_records_give(tmp_path, stem):
     """results/e7.md's calibrated region and the statistics pages, redrawn from the records
     in results/, equal the committed pages (no number on them is edited by hand)."""
