@@ -2,7 +2,7 @@
 
     nice -n 10 .venv/bin/python benchmarks/e7_fig2.py [--sweep sweeps/e7_fsvrg.yaml]
         [--only fsvrg=100,300 gd=32,64 ...] [--twin 300] [--rounds N]
-        [--out results/e7_fig2.jsonl] [--figures results]
+        [--out results/e7_fig2.jsonl] [--figures results] [--set problem.KEY=VALUE ...]
 
 Runs what `fco-ray sweep sweeps/e7_fsvrg.yaml` runs (every algorithm of the sweep file at
 every step size of its `algorithm.client_lr` grid, `rounds` rounds, evaluated every round;
@@ -260,6 +260,8 @@ def main() -> int:
                     help="a smoke run: the sweep's problem at 30 nodes, 3 rounds, two step sizes of "
                          "each algorithm, one FSVRGR twin; results and figures in a temporary "
                          "directory unless --out / --figures name them")
+    ap.add_argument("--set", action="append", default=[], metavar="problem.KEY=VALUE",
+                    help="override a key of the sweep's problem section (e.g. problem.clients=1000)")
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--also", nargs="*", default=[], help="more result files for the table and figures")
     ap.add_argument("--cut", nargs=2, action="append", default=[], metavar=("PROGRESS", "SECONDS"),
@@ -267,6 +269,20 @@ def main() -> int:
                          "per round as method=s,... (its rows so far enter as status 'cut')")
     args = ap.parse_args()
     sweep = yaml.safe_load(Path(args.sweep).read_text())
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.startswith("problem.") or len(key) <= len("problem."):
+            print(f"error: --set takes problem.KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        sweep["problem"] = {**sweep["problem"], key[len("problem."):]: yaml.safe_load(value)}
+    if args.set:
+        from fco_ray.core.config import parse_problem
+        from fco_ray.runtime.errors import ConfigError
+        try:
+            parse_problem(dict(sweep["problem"]))
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     results = Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else ROOT / "results"
     args.out, args.figures = args.out or str(results / "e7_fig2.jsonl"), args.figures or str(results)
     if args.quick:

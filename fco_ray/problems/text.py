@@ -407,7 +407,9 @@ def _mean_size(low: int, high: int, a: float) -> float:
 class SparseTextParams(ProblemParams):
     """E7 (Konecny et al. 2016, Fig. 2). Defaults: a generated stand-in for the paper's
     (non-public) data: 10,000 authors with 75..9,000 posts each (power law), d = 20,000
-    words, `lam = 1/n`. `dataset: libsvm` reads real data instead (see fco_ray.data.libsvm)."""
+    words, `lam = 1/n`, label skew and word sparsity calibrated to the paper's data statistics
+    (`benchmarks/e7_calibration.py`). `dataset: libsvm` reads real data instead (see
+    fco_ray.data.libsvm)."""
 
     problem_class: ClassVar[type[Problem]] = SparseTextLogReg
 
@@ -423,13 +425,17 @@ class SparseTextParams(ProblemParams):
     size_exponent: float = Field(1.5, gt=0, allow_inf_nan=False, description="Pareto tail of node sizes")
     dim: int = Field(20000, ge=2, description="vocabulary size")
     topics: int = Field(20, ge=1)
-    topic_concentration: float = Field(0.1, gt=0, allow_inf_nan=False,
+    topic_concentration: float = Field(0.03, gt=0, allow_inf_nan=False,
                                        description="Dirichlet parameter of an author's topic mix")
     topic_weight: float = Field(0.5, ge=0, le=1, description="share of topic-specific words")
-    zipf_exponent: float = Field(1.0, gt=0, allow_inf_nan=False)
+    zipf_exponent: float = Field(1.2, gt=0, allow_inf_nan=False)
     words_per_doc: float = Field(20.0, ge=1, allow_inf_nan=False)
-    signal: float = Field(3.0, ge=0, allow_inf_nan=False, description="scale of the true margin")
-    author_bias: float = Field(1.0, ge=0, allow_inf_nan=False, description="std of per-author label bias")
+    signal: float = Field(0.5, ge=0, allow_inf_nan=False, description="scale of the true margin")
+    author_bias: float = Field(2.5, ge=0, allow_inf_nan=False, description="std of per-author label bias")
+    topic_signal: float = Field(2.2, ge=0, allow_inf_nan=False,
+                                description="std of the per-topic label effect")
+    positive_share: float | None = Field(0.3316, gt=0, lt=1, allow_inf_nan=False,
+                                         description="expected share of +1 labels (None: no offset)")
     # LIBSVM (dataset: libsvm)
     path: str | None = Field(None, description="LIBSVM training file")
     test_path: str | None = Field(None, description="LIBSVM test file; None = split test_fraction")
@@ -447,6 +453,7 @@ class SparseTextParams(ProblemParams):
         return {f"the documents (problem.clients={self.clients} x about {docs / self.clients:,.0f} "
                 f"x problem.words_per_doc={self.words_per_doc:g} words, 12 bytes each, twice)":
                 int(2 * 12 * docs * self.words_per_doc),
+                "the labels' logits and draws (16 bytes per post)": int(16 * docs),
                 f"the topics (problem.topics={self.topics} x problem.dim={self.dim} floats)":
                 8 * self.topics * self.dim}
 
@@ -473,7 +480,7 @@ class SparseTextParams(ProblemParams):
 
 GENERATOR_KEYS = ("clients", "min_samples", "max_samples", "size_exponent", "dim", "topics",
                   "topic_concentration", "topic_weight", "zipf_exponent", "words_per_doc",
-                  "signal", "author_bias", "test_fraction")
+                  "signal", "author_bias", "topic_signal", "positive_share", "test_fraction")
 
 
 @register_problem("sparse_text_logreg", SparseTextParams)

@@ -17,6 +17,7 @@ LOCAL = {
     "blas_floor.py": [],
     "compiled_rounds.py": [],  # the device backend on JAX's CPU platform beside numba
     "e5_protocol.py": [],
+    "e7_calibration.py": [],
     "e7_fig2.py": [],
     "e7_fused.py": [],
     "e7_memory.py": [],
