@@ -76,13 +76,3 @@ def compile_rounds(rule, problem, shared: bool):
         return carry
 
     return jax.jit(run)
-
-
-def compile_outputs(rule, problem):
-    """A jitted `outputs(state, hyper) -> {"": params, suffix: params}` on the member axis:
-    each member's output model and extra outputs (for checks against the host's)."""
-
-    def one(state, hyper):
-        return {"": rule.output(problem, state, hyper), **rule.extra_outputs(problem, state, hyper)}
-
-    return jax.jit(jax.vmap(one))

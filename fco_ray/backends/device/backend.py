@@ -121,7 +121,7 @@ class DeviceBackend:
             self.compiled[key] = (rule, problem_rule, compile_rounds(rule, problem_rule, shared))
         return self.compiled[key]
 
-    def _check_memory(self, group, problem_rule, state, clients: int) -> None:
+    def _check_memory(self, group, problem_rule, clients: int) -> None:
         key = (group.size, clients)
         if key in self.checked:
             return
@@ -154,7 +154,7 @@ class DeviceBackend:
             rows.append(np.stack([drawn[s] for s in seeds]))
             weights.append(np.stack([group.client_weights(self.problem, drawn[s]) for s in seeds]))
         rows, weights = np.stack(rows), np.stack(weights)  # (R, G, C)
-        self._check_memory(group, problem_rule, state, rows.shape[-1])
+        self._check_memory(group, problem_rule, rows.shape[-1])
         hyper = {k: _pad(v, size) for k, v in member_hyper(group, problem_rule, seeds).items()}
         seed = hyper.pop("seed")
         if shared:  # one seed, one draw of clients for every member
