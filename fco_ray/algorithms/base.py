@@ -36,6 +36,11 @@ PROBLEM_KINDS = {
 }
 
 
+def is_real(field) -> bool:
+    """Whether a hyperparameter field holds a real number (only those can vary in a group)."""
+    return field.annotation in (float, float | None)
+
+
 class Hyper(BaseModel):
     """Hyperparameters every algorithm has (flat names, sweepable). Each family extends it
     with only the names it uses, so a sweep over an unused name is a config error."""
@@ -49,7 +54,7 @@ class Hyper(BaseModel):
     @classmethod
     def real_fields(cls) -> list[str]:
         """The real-valued hyperparameters (those that may differ inside a group)."""
-        return [f for f, info in cls.model_fields.items() if info.annotation in (float, float | None)]
+        return [f for f, info in cls.model_fields.items() if is_real(info)]
     weighting: Literal["uniform", "samples"] = "uniform"
 
 

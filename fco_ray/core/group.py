@@ -33,15 +33,10 @@ import dataclasses
 
 import numpy as np
 
-from ..algorithms.base import Algorithm
+from ..algorithms.base import Algorithm, is_real
 from ..ops.random import Key
 from ..ops.tree import PerRow, all_finite, size
 from ..problems.base import Problem
-
-
-def _real(field) -> bool:
-    """Whether a hyperparameter field holds a real number (only those can vary in a group)."""
-    return field.annotation in (float, float | None)
 
 
 def varying_fields(hps: list) -> list[str]:
@@ -51,7 +46,7 @@ def varying_fields(hps: list) -> list[str]:
     varying = [f for f in fields if len({repr(getattr(hp, f)) for hp in hps}) > 1]
     for f in varying:
         if any(isinstance(getattr(hp, f), bool) or not isinstance(getattr(hp, f), (int, float))
-               for hp in hps) or not _real(fields[f]):
+               for hp in hps) or not is_real(fields[f]):
             raise ValueError(f"algorithm.{f} differs across the fused configurations; only "
                              "real-valued hyperparameters can be fused")
     return varying
@@ -68,14 +63,14 @@ def fusable(algorithm: type[Algorithm], problem_params: type, key: str) -> bool:
     if key == "problem.lam":
         return problem_params.fusable_lam and not algorithm.serves_group
     field = algorithm.Hyper.model_fields.get(key.split(".", 1)[1]) if key.startswith("algorithm.") else None
-    return field is not None and _real(field)
+    return field is not None and is_real(field)
 
 
 def fuse_key(hp) -> str:
     """Configurations of one algorithm with the same key can run fused: every setting
     except the real-valued hyperparameters."""
     fields = type(hp).model_fields
-    fixed = {f: getattr(hp, f) for f in fields if not _real(fields[f])}
+    fixed = {f: getattr(hp, f) for f in fields if not is_real(fields[f])}
     return repr(sorted(fixed.items()))
 
 
