@@ -27,6 +27,17 @@ class LocalRay:
             ray.shutdown()
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`--dist loadgroup`, set in pyproject.toml) every test that needs a
+    Ray cluster runs in one worker, one after another: they share that worker's session
+    cluster (`LocalRay`) and never start two clusters at once on a small machine, while the
+    other workers take the rest."""
+    for item in items:
+        if (item.get_closest_marker("ray") or "tests/ray/" in item.nodeid
+                or {"ray_cluster", "local_ray"} & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 @pytest.fixture(scope="session")
 def local_ray():
     cluster = LocalRay()

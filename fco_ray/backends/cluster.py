@@ -137,10 +137,15 @@ def _is_loopback(address: str) -> bool:
     return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
-def _check_listening(address: str, timeout_s: float = 10.0) -> None:
+#: how long a named cluster address has to accept a connection and answer in gRPC
+ANSWER_WAIT_S = 10.0
+
+
+def _check_listening(address: str, timeout_s: float | None = None) -> None:
     """Fail fast when nothing accepts connections at a host:port or ray://host:port address,
     or what answers there does not speak gRPC: Ray itself retries for many minutes (Ray
     Client about 35 s) before giving up. Other schemes are left to Ray."""
+    timeout_s = ANSWER_WAIT_S if timeout_s is None else timeout_s
     target, client = address, address.startswith("ray://")
     if client:
         target = address[len("ray://"):].split("/", 1)[0]

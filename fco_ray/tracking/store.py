@@ -60,10 +60,15 @@ class TrackingUnavailable(RuntimeError):
     """The MLflow tracking store cannot be reached or opened (the CLI exits with code 1)."""
 
 
-def check_store(uri: str, timeout: float = 10.0) -> None:
-    """Raise TrackingUnavailable, within about `timeout` seconds, if the store at `uri`
-    cannot be used; call it before any work starts. MLflow itself retries an unreachable
-    server or an unopenable database with backoff for minutes before it gives up.
+#: how long `check_store` waits for a store to answer (a locked database, a silent server)
+STORE_WAIT_S = 10.0
+
+
+def check_store(uri: str, timeout: float | None = None) -> None:
+    """Raise TrackingUnavailable, within about `timeout` seconds (default `STORE_WAIT_S`), if
+    the store at `uri` cannot be used; call it before any work starts. MLflow itself retries
+    an unreachable server or an unopenable database with backoff for minutes before it gives
+    up.
 
     `http(s)://`: the server must answer (any HTTP status below 500; credentials are
     MLflow's business). `sqlite:///PATH`: PATH must open as an SQLite database (its
@@ -71,6 +76,7 @@ def check_store(uri: str, timeout: float = 10.0) -> None:
     """
     from ..runtime.files import check_tracking_uri
 
+    timeout = STORE_WAIT_S if timeout is None else timeout
     try:
         check_tracking_uri(uri)  # a bare word would become a file store directory
     except ValueError as e:

@@ -15,7 +15,8 @@ BENCHMARKS = ROOT / "benchmarks"
 #: script -> the arguments of its smoke run, besides --quick
 LOCAL = {
     "blas_floor.py": [],
-    "compiled_rounds.py": [],  # the device backend on JAX's CPU platform beside numba
+    "compiled_rounds.py": [],
+    "config_errors.py": [],  # bad run and sweep files refused, beside `python -c pass`  # the device backend on JAX's CPU platform beside numba
     "e5_protocol.py": [],
     "e7_calibration.py": [],
     "e7_fig2.py": [],

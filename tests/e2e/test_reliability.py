@@ -414,6 +414,9 @@ def test_ray_address_at_a_port_that_is_not_ray_fails_fast(capsys, workdir, monke
         srv.bind(("127.0.0.1", 0))
         srv.listen()
         port = srv.getsockname()[1]
+    from fco_ray.backends import cluster
+
+    monkeypatch.setattr(cluster, "ANSWER_WAIT_S", 2.0)  # the silent server: 2 s instead of 10
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
     path = write(workdir / "s.yaml", {**SWEEP, "tracking": {"uri": f"sqlite:///{workdir}/m.db"}})
     started = time.monotonic()

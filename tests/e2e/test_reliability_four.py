@@ -205,8 +205,11 @@ def test_a_store_locked_by_another_process_is_named(tmp_path):
     check_store(f"sqlite:///{db}", timeout=1.0)  # free again
 
 
-def test_fco_ray_run_on_a_locked_store_says_so(capsys, workdir):
+def test_fco_ray_run_on_a_locked_store_says_so(capsys, workdir, monkeypatch):
+    from fco_ray.tracking import store
     from fco_ray.tracking.store import Store
+
+    monkeypatch.setattr(store, "STORE_WAIT_S", 1.0)  # the same refusal, 1 s instead of 10
 
     db = workdir / "mlflow.db"
     Store(f"sqlite:///{db}")
@@ -222,6 +225,7 @@ def test_fco_ray_run_on_a_locked_store_says_so(capsys, workdir):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert f"MLflow tracking database {db} is locked by another process" in err
+    assert "no write got through within 1 s" in err
 
 
 def test_a_store_of_a_newer_mlflow_is_named_as_such(capsys, workdir):
