@@ -1,4 +1,5 @@
-"""The papers' experiments: each figure's setting and the claims it makes, declared once.
+"""The papers' experiments: each figure's setting and the claims it makes, declared once;
+and per synthetic problem, what its metrics mean against its known truth (`TRUTHS`).
 
 A sweep's verdict (`fco_ray.sweep.verdict`) names a paper figure only when every trial ran
 at that figure's `settings` (dotted config keys, as the trials' MLflow params have them),
@@ -77,6 +78,46 @@ def equals(alg: str, metric: str, value: float, text: str) -> Claim:
         got = rows[alg][metric]
         return round(got) == value, f"{_name(alg)} {metric} {_v(got)} (the claim: {value:g})"
     return Claim(text, (alg,), test)
+
+
+def support_truth(row: Mapping) -> str | None:
+    """lasso: the density against the true support (`problem.support` of `problem.dim`), with
+    precision and recall where logged."""
+    if "density" not in row or not row.get("problem.support") or not row.get("problem.dim"):
+        return None
+    support, dim = int(row["problem.support"]), int(row["problem.dim"])
+    kept = round(float(row["density"]) * dim)
+    truth = support / dim
+    precision = row.get("precision")
+    if kept == support and precision is not None and precision >= 0.9995:
+        return (f"density {row['density']:.3f} = exactly the true support ({support} of {dim} "
+                f"features), precision {precision:.3f}: every true feature kept, no false one")
+    text = (f"density {row['density']:.3f} = {kept} features kept for {support} true ones "
+            f"(truth {truth:.3f})")
+    recall = row.get("recall")
+    if precision is not None and not math.isnan(precision):
+        text += f", precision {precision:.3f}"
+    if recall is not None and not math.isnan(recall):
+        false = kept - round(recall * support)  # kept = true positives + false ones
+        text += f", recall {recall:.3f}"
+        if false > 0:
+            text += f": {false} false features, denser than the truth"
+    return text
+
+
+def rank_truth(row: Mapping) -> str | None:
+    """lowrank: the rank against the true rank (`problem.rank`)."""
+    if "rank" not in row or not row.get("problem.rank"):
+        return None
+    rank, true = float(row["rank"]), int(row["problem.rank"])
+    if round(rank) == true:
+        return f"rank {rank:g} = exactly the true rank {true}"
+    return f"rank {rank:g} against the true rank {true} ({'above' if rank > true else 'below'} it)"
+
+
+# problem name -> what a best row's metrics mean against that synthetic problem's known truth
+# (the verdict's truth sentence, at any setting of the problem)
+TRUTHS: Mapping[str, Callable[[Mapping], str | None]] = {"lasso": support_truth, "lowrank": rank_truth}
 
 
 FCO = "Yuan, Zaheer, Reddi (ICML 2021)"

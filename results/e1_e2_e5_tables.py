@@ -22,8 +22,6 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fco_ray.report.data import load_sweep  # noqa: E402
-
 CL, SL = "algorithm.client_lr", "algorithm.server_lr"
 COLUMNS = {  # metrics shown per problem, in order
     "lasso": ["f1", "density", "val_mse", "train_loss"],
@@ -133,6 +131,8 @@ def main() -> None:
                     help="also every rate pair's mean final value of the tuning metric (and the "
                          "ergodic gap in brackets, saddle sweeps): one row per algorithm and client rate")
     args = ap.parse_args()
+    from fco_ray.report.data import load_sweep  # MLflow: only to read a sweep (not for a CSV's tables)
+
     sweeps = [load_sweep(*key.split("@", 1)) if "@" in key else load_sweep(key, args.tracking_uri)
               for key in args.sweep]
     data = Pooled(sweeps)
@@ -161,9 +161,27 @@ def main() -> None:
     ties = f"; ties broken by the earliest mean {FIRST[problem][2]}" if problem in FIRST else ""
     print(f"sweeps {', '.join(d.name for d in sweeps)}: {len(t)} trials, seeds "
           f"{[int(x) for x in seeds]}; pairs ranked by the {'final' if args.at_round is None else f'round-{args.at_round}'} {metric} ({mode}) on {ranked_on}{ties}\n")
-    extra = FIRST.get(problem, (None, None, None))[2]
-    head = ["algorithm", "rate pair (client, server)", *cols] + ([extra] if extra else []) + ["seeds"]
-    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    first = (lambda sel: first_rounds(data, sel, problem)) if problem in FIRST else None
+    tie = (lambda rows, pair: first_mean(data, rows, pair, problem)) if problem in FIRST else None
+    text, shown = best_table(t, cols, metric, mode, paper, args.select_seed, first, tie,
+                             FIRST.get(problem, (None, None, None))[2])
+    print(text)
+    if args.grid:
+        print("\n" + grid_table(t, metric))
+    if args.curves:
+        plot_curves(data, shown, cols[:2], args.curves)
+
+
+def best_table(t: pd.DataFrame, cols: list[str], metric: str, mode: str, paper: dict,
+               select_seed: int | None = None, first=None, tie=None, first_head: str | None = None):
+    """The markdown table (and the `N of M pairs finished on every seed` lines below it) of
+    each algorithm's best rate pair by the mean final `metric` over seeds (by `select_seed`
+    alone if given; a pair with a seed that did not finish ranks last), and its paper pair;
+    saddle trials also by the ergodic gap. `first(rows)`: the first-round column's cell (a
+    column only when given: it needs the runs' histories); `tie(rows, pair)`: the tie-break
+    among pairs with equal scores (smaller first). Returns (text, the pairs shown)."""
+    head = ["algorithm", "rate pair (client, server)", *cols] + ([first_head] if first else []) + ["seeds"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     summary, shown = [], []
     rankings = [(metric, mode)]
     if "duality_gap_ergodic" in t:
@@ -172,7 +190,7 @@ def main() -> None:
         for rank_metric, rank_mode in rankings:
             if rank_metric not in rows or rows[rank_metric].isna().all():
                 continue
-            ranked = rows if args.select_seed is None else rows[rows["seed"] == args.select_seed]
+            ranked = rows if select_seed is None else rows[rows["seed"] == select_seed]
             scores = pair_scores(ranked, rank_metric, rank_mode)
             finite = scores[np.isfinite(scores)]
             label = "best" if rank_metric == metric else f"best by {rank_metric}"
@@ -180,8 +198,8 @@ def main() -> None:
             if len(finite):
                 best = finite.idxmin() if rank_mode == "min" else finite.idxmax()
                 tied = finite[finite == finite[best]].index
-                if len(tied) > 1 and problem in FIRST:  # ties (F1 = 1): the fastest pair
-                    best = min(tied, key=lambda pair: first_mean(data, rows, pair, problem))
+                if len(tied) > 1 and tie is not None:  # ties (F1 = 1): the fastest pair
+                    best = min(tied, key=lambda pair: tie(rows, pair))
                 picks.append((label, best))
             if rank_metric == metric and alg in paper:
                 picks.append(("paper's", paper[alg]))
@@ -192,18 +210,14 @@ def main() -> None:
                 done = sel[sel["status"] == "finished"]
                 status = "" if len(done) == len(sel) else f" ({len(sel) - len(done)} not finished)"
                 cells = [alg, f"{what}: {c:g}, {s:g}{status}", *[pm(done[m]) for m in cols]]
-                if extra:
-                    cells.append(first_rounds(data, sel, problem))
+                if first:
+                    cells.append(first(sel))
                 cells.append(str(len(sel)))
                 shown.append((alg, what.split(":")[0], c, s, done))
-                print("| " + " | ".join(cells) + " |")
+                lines.append("| " + " | ".join(cells) + " |")
         per_seed = rows.groupby([CL, SL])["status"].apply(lambda s: (s == "finished").all())
         summary.append(f"{alg}: {int(per_seed.sum())} of {len(per_seed)} pairs finished on every seed")
-    print("\n" + "\n".join(summary))
-    if args.grid:
-        print("\n" + grid_table(t, metric))
-    if args.curves:
-        plot_curves(data, shown, cols[:2], args.curves)
+    return "\n".join(lines) + "\n\n" + "\n".join(summary), shown
 
 
 def grid_table(t: pd.DataFrame, metric: str) -> str:

@@ -72,10 +72,11 @@ def _curves(dash: Dashboard, metrics: list[str], ranked: str) -> list[Curve]:
 
 
 def _best_table(best: dict[str, pd.DataFrame], params: list[str], table_metrics: list[str]) -> pd.DataFrame:
-    """One row per algorithm: seeds, swept hyperparameters, mean and sample std (NaN with one
-    seed) over seeds of each table metric's final value, run ids."""
+    """One row per algorithm, in the order of `best` (the ranking's: best first): seeds, swept
+    hyperparameters, mean and sample std (NaN with one seed) over seeds of each table metric's
+    final value, run ids."""
     rows = []
-    for alg, g in sorted(best.items()):
+    for alg, g in best.items():
         row = {"algorithm": alg, "seeds": len(g)}
         row.update({p: g[p].iloc[0] for p in params if p != "algorithm.name"})
         for m in table_metrics:

@@ -2,13 +2,12 @@
 
 `load_sweep` finds the sweep's parent run, its sweep file (artifact `sweep.yaml`) and its
 child runs (one row per trial, final metric values); `best_groups` picks each algorithm's
-best configuration (the parent's `fco.best.<algorithm>` tag, else recomputed like the sweep
-does); `history` reads one run's per-round series; `grid_cells` aggregates trials over a
-two-hyperparameter grid for the heatmaps.
+best configuration (`tracking.queries.best_per_algorithm`, the one ranking); `history` reads
+one run's per-round series; `grid_cells` aggregates trials over a two-hyperparameter grid for
+the heatmaps.
 """
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 from dataclasses import dataclass
@@ -73,28 +72,18 @@ class SweepData:
         return [p for p in keys if self.trials[p].astype(str).nunique() > 1]
 
     def best_groups(self, metric: str, mode: str) -> dict[str, pd.DataFrame]:
-        """Algorithm -> the trials (one per seed) of its best configuration.
-
-        The sweep's own answer when it matches trials (tag `fco.best.<algorithm>.run_ids`, else
-        `fco.best.<algorithm>`, the best configuration as flattened dotted keys), else
-        `tracking.best_per_algorithm` on the final values; algorithms without a finished
-        configuration are left out."""
-        out, recomputed, tags = {}, None, self.parent.data.tags
-        for alg, rows in self.trials.groupby("algorithm"):
-            if f"fco.best.{alg}.run_ids" in tags:
-                members = rows[rows["run_id"].isin(json.loads(tags[f"fco.best.{alg}.run_ids"]))]
-            elif f"fco.best.{alg}" in tags:
-                members = _matching(rows, json.loads(tags[f"fco.best.{alg}"]))
-            else:
-                members = rows.iloc[:0]
-            if members.empty:
-                if recomputed is None:
-                    recomputed = best_per_algorithm(self.trials, metric, mode)
-                chosen = recomputed[recomputed["algorithm"] == alg] if len(recomputed) else recomputed
-                if chosen.empty:
-                    continue
-                members = rows[rows["run_id"].isin(chosen.iloc[0]["run_ids"])]
-            out[alg] = members.sort_values("seed") if "seed" in members else members
+        """Algorithm -> the trials (one per seed) of its best configuration, best algorithm
+        first: `tracking.best_per_algorithm` on the final values, i.e. the one ranking of
+        fco-ray (`tracking.queries.rank_configurations`, with its tie-break) that also orders
+        the verdict, `fco-ray runs --best` and the MLflow link's run list. The parent's
+        `fco.best.<algorithm>` tags are not read: a sweep recorded before the tie-break existed
+        names another configuration there. Algorithms without a finished configuration are
+        left out."""
+        best = best_per_algorithm(self.trials, metric, mode)
+        out = {}
+        for row in best.to_dict("records"):
+            members = self.trials[self.trials["run_id"].isin(row["run_ids"])]
+            out[row["algorithm"]] = members.sort_values("seed") if "seed" in members else members
         return out
 
     def history(self, run_id: str, metric: str) -> pd.Series:
@@ -103,15 +92,6 @@ class SweepData:
         values = {m.step: m.value for m in points}
         return pd.Series(list(values.values()), index=pd.Index(list(values), name="round"),
                          dtype=float, name=metric)
-
-
-def _matching(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
-    """The trials whose params equal `config` on every key both have (seed aside)."""
-    keys = [k for k in config if k in rows and k != "seed"]
-    if not keys:
-        return rows.iloc[:0]
-    same = np.logical_and.reduce([rows[k].astype(str) == str(config[k]) for k in keys])
-    return rows[same]
 
 
 def find_parent(client: MlflowClient, key: str) -> Run:

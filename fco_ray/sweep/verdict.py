@@ -17,7 +17,7 @@ import math
 
 import pandas as pd
 
-from ..experiments import nearest
+from ..experiments import TRUTHS, nearest
 
 RATES = {"algorithm.client_lr": "client_lr", "algorithm.server_lr": "server_lr"}
 
@@ -34,33 +34,11 @@ def _where(row, keys: list[str]) -> str:
 
 
 def truth_sentence(row, trials: pd.DataFrame) -> str | None:
-    """What the best configuration's metrics mean against the synthetic problem's truth."""
-    problem = row.get("problem.name")
-    if problem == "lasso" and "density" in row and row.get("problem.support") and row.get("problem.dim"):
-        support, dim = int(row["problem.support"]), int(row["problem.dim"])
-        kept = round(float(row["density"]) * dim)
-        truth = support / dim
-        precision = row.get("precision")
-        if kept == support and precision is not None and precision >= 0.9995:
-            return (f"density {row['density']:.3f} = exactly the true support ({support} of {dim} "
-                    f"features), precision {precision:.3f}: every true feature kept, no false one")
-        text = (f"density {row['density']:.3f} = {kept} features kept for {support} true ones "
-                f"(truth {truth:.3f})")
-        recall = row.get("recall")
-        if precision is not None and not math.isnan(precision):
-            text += f", precision {precision:.3f}"
-        if recall is not None and not math.isnan(recall):
-            false = kept - round(recall * support)  # kept = true positives + false ones
-            text += f", recall {recall:.3f}"
-            if false > 0:
-                text += f": {false} false features, denser than the truth"
-        return text
-    if problem == "lowrank" and "rank" in row and row.get("problem.rank"):
-        rank, true = float(row["rank"]), int(row["problem.rank"])
-        if round(rank) == true:
-            return f"rank {rank:g} = exactly the true rank {true}"
-        return f"rank {rank:g} against the true rank {true} ({'above' if rank > true else 'below'} it)"
-    return None
+    """What the best configuration's metrics mean against the synthetic problem's truth: the
+    sentence its problem declares (`fco_ray.experiments.TRUTHS`), None for a problem that
+    declares none or a row without the truth's parameters."""
+    describe = TRUTHS.get(row.get("problem.name"))
+    return describe(row) if describe else None
 
 
 def diverged_sentence(trials: pd.DataFrame, searched: list[str]) -> str | None:
