@@ -5,25 +5,29 @@ FedMiP and Extra-step local SGD have one, `duality_gap_ergodic`; FedDualAvg and 
 their server model, so both rankings coincide for them).
 
     python results/e5_rankings.py
+
+`results/generate.py` writes the same tables into `results/e5_full_scale.md`.
 """
 from pathlib import Path
 
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
+NOPROX = "fedmip, no server prox"
 SCOPES = {  # label: [(csv, algorithm label override)]
     "K = 10, whole grid, seed 0": [("e5_l1_k10_seed0_grid_trials.csv", None),
-                                   ("e5_l1_k10_seed0_grid_fedmip_noprox_trials.csv", "fedmip, no server prox")],
+                                   ("e5_l1_k10_seed0_grid_fedmip_noprox_trials.csv", NOPROX)],
     "K = 1, whole grid, seed 0": [("e5_l1_k1_seed0_grid_trials.csv", None),
-                                  ("e5_l1_k1_seed0_grid_fedmip_noprox_trials.csv", "fedmip, no server prox")],
+                                  ("e5_l1_k1_seed0_grid_fedmip_noprox_trials.csv", NOPROX)],
     "K = 10, 3 x 3 block, seeds 0-2": [("e5_l1_k10_trials.csv", None),
-                                       ("e5_l1_k10_fedmip_noprox_trials.csv", "fedmip, no server prox")],
+                                       ("e5_l1_k10_fedmip_noprox_trials.csv", NOPROX)],
     "K = 1, 3 x 3 block, seeds 0-2": [("e5_l1_k1_trials.csv", None)],
 }
 PAIR = ["algorithm.client_lr", "algorithm.server_lr"]
 
 
-def load(files):
+def load(files) -> pd.DataFrame:
+    """The per-trial rows of a scope's CSVs, a CSV's algorithm relabelled where given."""
     frames = []
     for name, label in files:
         f = pd.read_csv(HERE / name)
@@ -33,23 +37,40 @@ def load(files):
     return pd.concat(frames, ignore_index=True)
 
 
+def best(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per algorithm: its best pair by the server model's mean final gap (`pair`, `gap`,
+    `density`) and by the returned output's (`out_pair`, `out_gap`, `out_density`,
+    `ergodic`: whether the returned output is the ergodic average)."""
+    mean = trials.groupby(["algorithm", *PAIR]).mean(numeric_only=True).reset_index()
+    rows = []
+    for alg, g in mean.groupby("algorithm"):
+        ergodic = bool(g.duality_gap_ergodic.notna().all())
+        s = g.loc[g.duality_gap.idxmin()]
+        gap, dens = ("duality_gap_ergodic", "density_ergodic") if ergodic else ("duality_gap", "density")
+        r = g.loc[g[gap].idxmin()]
+        rows.append({"algorithm": alg, "pair": (s[PAIR[0]], s[PAIR[1]]), "gap": s.duality_gap,
+                     "density": s.density, "out_pair": (r[PAIR[0]], r[PAIR[1]]), "out_gap": r[gap],
+                     "out_density": r[dens], "ergodic": ergodic})
+    return pd.DataFrame(rows).set_index("algorithm")
+
+
+def table(scope: str) -> str:
+    """One scope's markdown: its heading line and the table of both rankings."""
+    trials = load(SCOPES[scope])
+    seeds = trials.seed.nunique()
+    lines = [f"**{scope}** ({seeds} seed{'s' if seeds > 1 else ''}; mean over seeds)", "",
+             "| algorithm | best server model: pair | gap | density | best returned output: pair "
+             "| gap | density | what is returned |", "|---|---|---|---|---|---|---|---|"]
+    for alg, b in best(trials).iterrows():
+        lines.append(f"| {alg} | {b.pair[0]:g}, {b.pair[1]:g} | {b.gap:.3g} | {b.density:.3f} "
+                     f"| {b.out_pair[0]:g}, {b.out_pair[1]:g} | {b.out_gap:.3g} | {b.out_density:.3f} "
+                     f"| {'ergodic average' if b.ergodic else 'server model (no ergodic output)'} |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
-    for scope, files in SCOPES.items():
-        trials = load(files)
-        mean = trials.groupby(["algorithm", *PAIR]).mean(numeric_only=True).reset_index()
-        seeds = trials.seed.nunique()
-        print(f"\n**{scope}** ({seeds} seed{'s' if seeds > 1 else ''}; mean over seeds)\n")
-        print("| algorithm | best server model: pair | gap | density | best returned output: pair "
-              "| gap | density | what is returned |")
-        print("|---|---|---|---|---|---|---|---|")
-        for alg, g in mean.groupby("algorithm"):
-            ergodic = g.duality_gap_ergodic.notna().all()
-            s = g.loc[g.duality_gap.idxmin()]
-            gap, dens = ("duality_gap_ergodic", "density_ergodic") if ergodic else ("duality_gap", "density")
-            r = g.loc[g[gap].idxmin()]
-            print(f"| {alg} | {s[PAIR[0]]:g}, {s[PAIR[1]]:g} | {s.duality_gap:.3g} | {s.density:.3f} "
-                  f"| {r[PAIR[0]]:g}, {r[PAIR[1]]:g} | {r[gap]:.3g} | {r[dens]:.3f} "
-                  f"| {'ergodic average' if ergodic else 'server model (no ergodic output)'} |")
+    for scope in SCOPES:
+        print("\n" + table(scope))
 
 
 if __name__ == "__main__":
