@@ -29,7 +29,8 @@ def test_every_block_is_used_and_every_region_names_a_block(generate):
     used = {name for page in generate.PAGES for name in generate.regions(page.read_text())}
     assert used == set(generate.BLOCKS), (used ^ set(generate.BLOCKS))
     # the pages that quote run numbers are converted
-    for page in ("results/e1.md", "results/e1_variants.md", "docs/results.md", "README.md"):
+    for page in ("results/e1.md", "results/e1_variants.md", "results/e5_full_scale.md", "docs/results.md",
+                 "README.md"):
         assert generate.regions((ROOT / page).read_text()), page
 
 
@@ -58,3 +59,28 @@ def test_the_quoted_e1_counts_are_the_csvs(generate):
         assert not re.search(r"F1 1\.000 ± 0\.000 with density 0\.500 .{0,40}at 22 of its 29", text)
     quick = (ROOT / "docs" / "results.md").read_text()
     assert "FedMiD's best is F1 0.80 at density 0.75" not in quick
+
+
+def test_every_table_of_the_e5_page_and_every_claim_row_is_generated(generate):
+    """results/e5_full_scale.md's tables (and docs/results.md's claim rows) hold numbers from
+    runs: each table line lies inside a generated region, none is typed by hand."""
+    for page, rows in (("results/e5_full_scale.md", r"^\|.*\d"), ("docs/results.md", r"^\| E\d: ")):
+        text = (ROOT / page).read_text()
+        outside = generate.REGION.sub("", text)
+        typed = [line for line in outside.splitlines() if re.match(rows, line)]
+        assert typed == [], (page, typed[:3])
+
+
+def test_a_changed_e5_record_changes_the_page(generate, monkeypatch):
+    """The E5 page reads its CSVs: a changed best gap in the record shows up in the region."""
+    before = generate.BLOCKS["e5.rankings"]()
+    load = generate.rankings().load
+
+    def halved(files):
+        t = load(files)
+        t.loc[t["algorithm"] == "feddualex", "duality_gap"] /= 2
+        return t
+    monkeypatch.setattr(generate.rankings(), "load", halved)
+    after = generate.BLOCKS["e5.rankings"]()
+    assert before != after
+    assert "| feddualex | 0.03, 0.3 | 0.0538 |" in after  # 0.1076 / 2 at K = 10 on seed 0
