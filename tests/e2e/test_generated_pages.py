@@ -84,3 +84,17 @@ def test_a_changed_e5_record_changes_the_page(generate, monkeypatch):
     after = generate.BLOCKS["e5.rankings"]()
     assert before != after
     assert "| feddualex | 0.03, 0.3 | 0.0538 |" in after  # 0.1076 / 2 at K = 10 on seed 0
+
+
+def test_benchmark_figures_are_written_from_their_records(generate):
+    """docs/benchmarks.md's sections on the quick start, the command line, E7, the backends and
+    MLflow carry no timing or ratio outside a generated region (each region reads its record in
+    benchmarks/results/)."""
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    for heading in ("## Command-line start-up", "## The quick start", "## E7 at the paper's scale",
+                    "## Ray and local backends", "## MLflow store"):
+        start = text.index(heading)
+        section = text[start:text.find("\n## ", start + 1)]
+        assert "<!-- generated: " in section or heading == "## Command-line start-up", heading
+        typed = re.findall(r"\d+(?:\.\d+)?\s?(?:ms|s|x|MiB)\b", generate.REGION.sub("", section))
+        assert typed == [], (heading, typed)
