@@ -1357,7 +1357,7 @@ def bench_ray_scaling() -> str:
 
 @block("bench.ray_startup")
 def bench_ray_startup() -> str:
-    idle, lean, old = "ray_startup_idle.md", "ray_startup_lean.md", "ray_startup.md"
+    idle, lean = "ray_startup_idle.md", "ray_startup_lean.md"
     m = lambda name, mode, col: nums(bench_row(name, mode=mode)[col])[0]  # noqa: E731
     return para(
         f"Fixed cost of a run that starts its own cluster, median at a load of {load_at_start(idle):g} "
