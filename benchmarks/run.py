@@ -417,7 +417,9 @@ def section_ray(out: dict, quick: bool, repeats: int) -> None:
         "tiny work (d=16, K=1, C=10)": dict(problem=dict(dim=16, support=4),
                                             hp=dict(client_lr=0.01, local_steps=1)),
     }
-    rounds = 50 if quick else 200
+    rounds = 5 if quick else 200
+    if quick:  # a smoke run: the backend's own cost, one actor count per cluster
+        configs = {k: v for k, v in configs.items() if k.startswith("tiny")}
     res = {"single_node": [], "multi_node": []}
 
     def measure(target: list, actor_counts, placement, label):
@@ -441,7 +443,7 @@ def section_ray(out: dict, quick: bool, repeats: int) -> None:
 
     ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     try:
-        measure(res["single_node"], [1, 2, 4], "pack",
+        measure(res["single_node"], [1] if quick else [1, 2, 4], "pack",
                 "one node, 4 logical CPUs on 2 cores")
     finally:
         ray.shutdown()
@@ -449,12 +451,12 @@ def section_ray(out: dict, quick: bool, repeats: int) -> None:
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    for _ in range(2):
+    for _ in range(1 if quick else 2):
         cluster.add_node(num_cpus=2)
     try:
         ray.init(address=cluster.address, log_to_driver=False)
         cluster.wait_for_nodes()
-        measure(res["multi_node"], [2, 4], "spread",
+        measure(res["multi_node"], [2] if quick else [2, 4], "spread",
                 "simulated: head (1 CPU) + 2 nodes x 2 CPUs, spread placement")
     finally:
         ray.shutdown()
@@ -515,8 +517,8 @@ def section_sweep(out: dict, quick: bool, repeats: int) -> None:
     res["ray_init_s"] = time.perf_counter() - t
     try:
         # throughput at two lengths: wall time per trial = a + b * rounds
-        short = sweep("short", 100, eval_every)
-        long_ = sweep("long", 400 if quick else 1000, eval_every)
+        short = sweep("short", 10 if quick else 100, eval_every)
+        long_ = sweep("long", 20 if quick else 1000, eval_every)
     finally:
         ray.shutdown()
     # cost of a report: the same 4 trials reporting twice vs every round, one trial at a
@@ -524,8 +526,9 @@ def section_sweep(out: dict, quick: bool, repeats: int) -> None:
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         one = {"algorithm.client_lr": [1e-3], "algorithm.server_lr": [1.0]}
-        few = sweep("few_reports", 200, 200, one)
-        many = sweep("many_reports", 200, 1, one)
+        length = 10 if quick else 200
+        few = sweep("few_reports", length, length, one)
+        many = sweep("many_reports", length, 1, one)
     finally:
         ray.shutdown()
     try:  # the sweep's report (drawn once at the end of a sweep; off in the runs above)
@@ -537,9 +540,9 @@ def section_sweep(out: dict, quick: bool, repeats: int) -> None:
         res["report_s"] = float("nan")
 
     # the same trial as a plain fco_ray.run in this process: what an evaluation costs
-    cfg = {"problem": {"name": "lasso"}, "rounds": 200, "seed": 0,
+    cfg = {"problem": {"name": "lasso"}, "rounds": length, "seed": 0,
            "algorithm": {"name": "feddualavg", "client_lr": 1e-3, "server_lr": 1.0}}
-    t = interleaved({"few": lambda: run({**cfg, "eval_every": 200}),
+    t = interleaved({"few": lambda: run({**cfg, "eval_every": length}),
                      "many": lambda: run({**cfg, "eval_every": 1})}, repeats)
     extra = many["reports_per_trial"] - few["reports_per_trial"]
     eval_cost = (t["many"] - t["few"]) / extra

@@ -41,7 +41,7 @@ def load() -> list[float]:
 
 def run(name: str, selection: list[str], work: Path, quick: bool) -> dict:
     xml = work / f"{name}.xml"
-    args = ["tests/unit/test_prox.py"] if quick else []
+    args = ["tests/unit/test_prox.py", "-n", "0"] if quick else []  # quick: in one process
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *selection, *args,
            f"--junitxml={xml}"]
     before = load()

@@ -27,15 +27,24 @@ class LocalRay:
             ray.shutdown()
 
 
+#: test files that must not run beside each other's kind in another worker: `ray start --head`
+#: takes Ray's fixed default ports (the client server's 10001); the network-namespace hosts
+SERIAL = {"tests/ray/test_cluster.py": "ray", "tests/ray/test_netns_cluster.py": "netns",
+          "tests/ray/test_job_submit.py": "netns"}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`--dist loadgroup`, set in pyproject.toml) every test that needs a
-    Ray cluster runs in one worker, one after another: they share that worker's session
-    cluster (`LocalRay`) and never start two clusters at once on a small machine, while the
-    other workers take the rest."""
+    """Under pytest-xdist (`-n 2 --dist loadgroup`, set in pyproject.toml) the tests that use
+    the session's Ray cluster in this process (`LocalRay`) all run in one worker, which keeps
+    one cluster for them; so do the files of `SERIAL`, per kind. Every other test, those that
+    start a cluster of their own in a subprocess included, goes to whichever worker is free."""
     for item in items:
-        if (item.get_closest_marker("ray") or "tests/ray/" in item.nodeid
-                or {"ray_cluster", "local_ray"} & set(getattr(item, "fixturenames", ()))):
-            item.add_marker(pytest.mark.xdist_group("ray"))
+        group = SERIAL.get(item.nodeid.split("::")[0])
+        names = set(getattr(item, "fixturenames", ()))
+        if "ray_cluster" in names or ("local_ray" in names and "ray_down" not in names):
+            group = "ray"  # (`ray_down` alone needs no cluster: any worker will do)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
