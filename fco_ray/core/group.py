@@ -52,20 +52,6 @@ def varying_fields(hps: list) -> list[str]:
     return varying
 
 
-def fusable(algorithm: type[Algorithm], problem_params: type, key: str) -> bool:
-    """Whether the dotted config key `key` may differ inside a group of `algorithm` (a class)
-    on a problem with parameter model `problem_params`: a real-valued hyperparameter of a
-    fusable algorithm, or `problem.lam` where the problem's lam weighs psi alone
-    (`ProblemParams.fusable_lam`) and the algorithm's clients take the stacked steps. The one
-    rule of which configurations fuse (run_grid's groups, a sweep's trials)."""
-    if not algorithm.fusable:
-        return False
-    if key == "problem.lam":
-        return problem_params.fusable_lam and not algorithm.serves_group
-    field = algorithm.Hyper.model_fields.get(key.split(".", 1)[1]) if key.startswith("algorithm.") else None
-    return field is not None and is_real(field)
-
-
 def fuse_key(hp) -> str:
     """Configurations of one algorithm with the same key can run fused: every setting
     except the real-valued hyperparameters."""

@@ -14,7 +14,7 @@ from fco_ray.backends import LocalBackend
 from fco_ray.core.config import parse_run
 from fco_ray.core.grid import expand
 from fco_ray.core.group import Stacked as Fused
-from fco_ray.core.group import fusable
+from fco_ray.core.plan import fusable
 from fco_ray.core.plan import groups
 from fco_ray.ops import regularizers as R
 from fco_ray.problems import PROBLEMS, build_problem
