@@ -22,7 +22,7 @@ from ..backends import make_backend
 from ..problems import PROBLEMS, build_problem
 from ..problems.base import Problem
 from ..runtime.errors import ConfigError
-from .checks import check_clients, check_fits, check_local_cluster
+from .checks import check_clients, check_fits
 from .config import RunConfig
 from .engine import OnRound, RunResult, run_rounds
 from .group import Group, fuse_key, make_group
@@ -159,15 +159,14 @@ def prepare(configs: list[RunConfig], problem: Problem | None = None) -> Prepare
     """One group of `configs` (one configuration, or the members of one `groups` entry)
     ready to run: its problem built (or `problem`, an instance every member runs on: a
     custom one, or one built for an earlier group of the same problem) and checked against
-    every member, and where it runs checked here, on the machine that runs it (a sweep's
-    driver checks its cluster's resources instead: sweep.run; a device that is not there is
-    refused when the backend is made, backends.device, before any row or MLflow run)."""
+    every member. Where it runs is checked when `Prepared.run` makes the backend
+    (`backends.make_backend`: a ray backend's actors against the local cluster, a device),
+    before any row or MLflow run; a sweep's driver checks its cluster's resources itself."""
     first = configs[0]
     on = build(first) if problem is None else problem
     lams = [c.problem.lam for c in configs] if lam_fuses(first) else []
     seeds = [c.seed for c in configs]
     check_problem(configs, on)
-    check_local_cluster(first.backend)
     return Prepared(configs, on, lams if len(set(lams)) > 1 else None,
                     seeds if len(set(seeds)) > 1 else None)
 
