@@ -106,6 +106,9 @@ class Prepared:
     algorithms: list = field(init=False)
 
     def __post_init__(self):
+        if len(self.configs) > 1 and len({group_key(c) for c in self.configs}) > 1:
+            raise ValueError("configurations prepared together must form one group "
+                             "(plan.groups); these do not")
         self.algorithms = [ALGORITHMS[c.algorithm.name](c.algorithm) for c in self.configs]
 
     @property
