@@ -4,7 +4,7 @@ engine, on this machine's CPU: per configuration-round wall times of the same gr
     python benchmarks/compiled_rounds.py --out benchmarks/results        # ~3 minutes, 2 cores
     python benchmarks/compiled_rounds.py --quick                         # a smoke run (seconds)
 
-Each case runs a group of G configurations through `fco_ray.core.plan.prepare(...)[0].run`
+Each case runs a group of G configurations through `fco_ray.core.plan.prepare(...).run`
 (the engine's round loop, as `fco_ray.run` / `run_grid` do) with an evaluation every E rounds;
 the wall time between two evaluations, divided by E x G, is one sample (the first interval,
 which holds the compilation, is left out). Both engines run in one process, one after the
@@ -62,7 +62,7 @@ def measure(case: dict, device: str) -> dict:
     from fco_ray.core.plan import prepare
 
     g, every = case["G"], case["every"]
-    (prepared,) = prepare(configs(case["spec"], g, every, case["laps"], device), max_group=g)
+    prepared = prepare(configs(case["spec"], g, every, case["laps"], device))
     stamps: list[float] = []
     prepared.run(lambda rnd, rows, ended: stamps.append(time.perf_counter()))
     per = np.diff(stamps)[1:] / (every * g)  # the first interval holds the compilation

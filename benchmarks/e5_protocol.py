@@ -182,7 +182,7 @@ def main(argv=None) -> int:
                     skipped += 1
                     continue
                 t = time.perf_counter()
-                (prepared,) = prepare(chosen, max_group=len(chosen))
+                prepared = prepare(chosen)
                 results = prepared.run()
                 seconds = time.perf_counter() - t
                 last_time[k] = seconds

@@ -8,7 +8,7 @@ Needs numpy, scipy, numba, pandas, pyyaml, pydantic and jax (with CUDA for `--de
 not Ray, not MLflow. Writes `gpu.json` and `gpu.md` under --out after every measurement, so
 an interrupted run keeps what it measured.
 
-What is timed: `fco_ray.core.plan.prepare(...)[0].run` (the engine's round loop over a group of G,
+What is timed: `fco_ray.core.plan.prepare(...).run` (the engine's round loop over a group of G,
 `engine.run_rounds`, with `backend: {name: local, device: ...}`) over (1 + repeats) x E
 rounds with an evaluation every E rounds (`EVERY`: the rounds the device compiles as one
 program; the metrics are taken on the host between them). The first interval holds the
@@ -102,7 +102,7 @@ def time_group(problem: dict, algorithm: str, device: str, g: int, repeats: int,
         configs.append(parse_run(raw))
     stamps: list[float] = []
     t_build = time.perf_counter()
-    (prepared,) = prepare(configs, max_group=len(configs))
+    prepared = prepare(configs)
     outcome = prepared.run(lambda rnd, rows, ended: stamps.append(time.perf_counter()))
     statuses = [r.status for r in outcome]
     if len(stamps) != 2 + repeats:

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from fco_ray.api import resolve  # noqa: E402
 from fco_ray.backends import make_backend  # noqa: E402
 from fco_ray.core.engine import run_rounds  # noqa: E402
-from fco_ray.core.plan import prepare_one  # noqa: E402
+from fco_ray.core.plan import prepare  # noqa: E402
 
 VENV = ROOT / "benchmarks" / ".venv-flower"
 TASKS = {
@@ -137,7 +137,7 @@ class TimedBackend:
 
 
 def run_ours(problem, cfg: dict, backend_name: str, rounds: int) -> dict:
-    prepared = prepare_one(resolve(cfg), problem)  # the task's problem, built once per task
+    prepared = prepare([resolve(cfg)], problem)  # the task's problem, built once per task
     t0 = time.perf_counter()
     backend = make_backend({"name": "local"} if backend_name == "local" else
                            {"name": "ray", "actors": 2}, problem)
@@ -219,7 +219,7 @@ def main() -> None:
         work = Path(tmp)
         problems = {}
         for task in tasks:
-            problems[task] = prepare_one(resolve(task_config(task, 0))).problem
+            problems[task] = prepare([resolve(task_config(task, 0))]).problem
             res.setdefault("loss_scale", {})[task] = write_task_data(problems[task],
                                                                      work / f"{task}.npz")
         for rep in range(args.repeats):

@@ -40,7 +40,7 @@ from peer_flower import task_config  # noqa: E402
 
 from fco_ray.api import resolve  # noqa: E402
 from fco_ray.backends import cluster, make_backend  # noqa: E402
-from fco_ray.core.plan import prepare_one  # noqa: E402
+from fco_ray.core.plan import prepare  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
 
 MODES = ("local", "ray", "noop", "noop_ref")
@@ -111,7 +111,7 @@ def main() -> None:
         ray.get([a.call.remote(None, None, None) for a in noop_actors])
         noop_actors.append(ray.put(b"x" * 355))  # a ref of the size of FedAvg's pickle
         for task in args.tasks.split(","):
-            prepared = prepare_one(resolve(task_config(task, 0)))
+            prepared = prepare([resolve(task_config(task, 0))])
             problem, algorithm = prepared.problem, prepared.group()
             for cycle in range(args.blocks):
                 row = {"task": task, "cycle": cycle, "load": load()}

@@ -76,7 +76,7 @@ def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
 
     from fco_ray.api import resolve
     from fco_ray.backends import cluster, make_backend
-    from fco_ray.core.plan import prepare_one
+    from fco_ray.core.plan import prepare
     from fco_ray.ops.random import Key
 
     spec = WORKLOADS[workload]
@@ -89,7 +89,7 @@ def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
             cfg = resolve({"problem": spec["problem"], "seed": 0, "algorithm": {
                 "name": spec["algorithm"], "client_lr": spec["client_lr"], "local_steps": steps,
                 "batch_size": 10, "clients_per_round": per_round}})
-            prepared = prepare_one(cfg, problem)  # the workload's problem, built once
+            prepared = prepare([cfg], problem)  # the workload's problem, built once
             problem, algorithm = prepared.problem, prepared.group()
             backends = {"local": make_backend({"name": "local"}, problem),
                         "ray1": make_backend({"name": "ray", "actors": 1, "cpus_per_actor": 0.5}, problem),

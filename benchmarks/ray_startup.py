@@ -55,13 +55,13 @@ import numpy as np
 import ray
 from fco_ray.api import resolve
 from fco_ray.backends import cluster, make_backend
-from fco_ray.core.plan import prepare_one
+from fco_ray.core.plan import prepare
 from fco_ray.ops.random import Key
 out = {"import": time.perf_counter() - t0}
 mode, address = sys.argv[1], sys.argv[2]
 cfg = resolve({"problem": {"name": "lasso", "lam": 0.0}, "algorithm": {"name": "fedavg",
                "client_lr": 1e-3, "local_steps": 10, "batch_size": 10, "clients_per_round": 10}})
-prepared = prepare_one(cfg)
+prepared = prepare([cfg])
 problem, algorithm = prepared.problem, prepared.group()
 RAY_BACKEND = {"name": "ray", "actors": 2}
 def timed_run(backend_of, out):
@@ -95,7 +95,7 @@ if mode.endswith("_2nd"):
     # a first run in this process (not timed here), then the timed second one on the same
     # problem built again, as a loop of runs or run_grid would
     timed_run(lambda: make_backend(RAY_BACKEND, problem), {}).close()
-    problem = prepare_one(cfg).problem
+    problem = prepare([cfg]).problem
     out["ray"] = 0.0  # connected already
 backend = timed_run(lambda: make_backend(RAY_BACKEND, problem), out)
 out["reused"] = bool(getattr(backend, "reused", False))

@@ -43,7 +43,8 @@ sys.path.insert(0, str(ROOT))
 from fco_ray import ALGORITHMS  # noqa: E402
 from fco_ray.api import resolve  # noqa: E402
 from fco_ray.backends import make_backend  # noqa: E402
-from fco_ray.core.engine import INIT_TAG, run_rounds  # noqa: E402
+from fco_ray.core.engine import run_rounds  # noqa: E402
+from fco_ray.core.group import INIT_TAG  # noqa: E402
 from fco_ray.core.group import evaluate_one, make_group  # noqa: E402
 from fco_ray.core.plan import build as build_problem  # noqa: E402
 from fco_ray.ops.random import Key, generator, sample_clients  # noqa: E402

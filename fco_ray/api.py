@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Callable
 
 from .core.config import RunConfig, parse_run
-from .core.plan import prepare_one, rows_callback
+from .core.plan import prepare, rows_callback
 from .problems.base import Problem
 from .runtime.files import load_yaml
 from .tracking.progress import Progress
@@ -44,8 +44,16 @@ def run(config, *, problem: Problem | None = None,
     The model is not put in `df.attrs`: pandas deep-copies attrs on every selection, and
     `pd.concat` of frames whose attrs hold arrays raises.
     """
-    cfg = resolve(config, problem)
-    prepared = prepare_one(cfg, problem)  # the data is read and checked before MLflow is touched
+    return run_parsed(resolve(config, problem), problem=problem, on_eval=on_eval,
+                      return_model=return_model, tracking=tracking, progress=progress, **checkpoints)
+
+
+def run_parsed(cfg: RunConfig, *, problem: Problem | None = None,
+               on_eval: Callable[[dict], None] | None = None, return_model: bool = False,
+               tracking: bool | str = False, progress: bool = False, **checkpoints):
+    """`run` of a configuration parsed already (`fco-ray run` parses its file and --set
+    values into the RunConfig it hands here): every argument as in `run`."""
+    prepared = prepare([cfg], problem)  # the data is read and checked before MLflow is touched
     log = None
     if tracking:
         from .tracking.runs import RunLog

@@ -70,9 +70,11 @@ def cmd_run(args) -> int:
                           f"run it with: fco-ray sweep {args.file}")
     try:
         raw = apply_overrides(raw, args.set)
-        from .api import run  # the registries (numba, scipy): now that the file is read
+        from .api import run_parsed  # the registries (numba, scipy): now that the file is read
+        from .core.config import parse_run
 
-        df = run(raw, progress=not args.quiet, tracking=not args.no_mlflow)
+        cfg = parse_run(raw)
+        df = run_parsed(cfg, progress=not args.quiet, tracking=not args.no_mlflow)
     except ConfigError as e:
         raise ConfigError(f"{args.file}: {e}") from None
     print(_table(df))

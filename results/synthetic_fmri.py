@@ -56,7 +56,7 @@ METRICS = ["val_accuracy", "train_accuracy", "density", "f1", "precision", "reca
 # ---- running ----------------------------------------------------------------------------
 
 def run_experiment(exp: str, out: Path = HERE, extra: list[str] = ()) -> None:
-    from fco_ray.core.plan import prepare
+    from fco_ray.core.plan import prepare_groups
     from fco_ray.sweep.schema import load_sweep
 
     rows, trials = [], []
@@ -68,7 +68,7 @@ def run_experiment(exp: str, out: Path = HERE, extra: list[str] = ()) -> None:
         points = list(sweep.grid_points())
         configs = [sweep.run_config(p) for p in points]
         point_of = {id(c): p for c, p in zip(configs, points)}
-        for prepared in prepare(configs):
+        for prepared in prepare_groups(configs):
             info = prepared.problem.info
             for cfg, result in zip(prepared.configs, prepared.run()):
                 p = point_of[id(cfg)]

@@ -78,7 +78,7 @@ def run_group(configs, on_round=None, **checkpoints):
     configuration its RunResult and final model (None if it diverged)."""
     from fco_ray.core.plan import prepare
 
-    (prepared,) = prepare(configs, max_group=len(configs))
+    prepared = prepare(configs)
     results = prepared.run(on_round, **checkpoints)
     return [(r, prepared.model(j, r)) for j, r in enumerate(results)]
 

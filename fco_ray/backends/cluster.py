@@ -81,6 +81,40 @@ class Connection:
     address: str  # the cluster's GCS address, host:port
 
 
+def check_cluster_fits(trials: dict[str, list[dict]], nodes: list[float], where: str) -> None:
+    """ConfigError unless every trial's placement-group bundles (`trials`: a description of
+    the trial, e.g. its backend keys -> its bundles [{"CPU": c}, ...]) can be placed on a
+    cluster whose nodes have `nodes` CPUs: each bundle on one node, all of them within the
+    cluster's CPUs. Tune would otherwise wait for the placement group without end."""
+    total, largest = sum(nodes), max(nodes, default=0.0)
+    for what, bundles in trials.items():
+        need = sum(b.get("CPU", 0.0) for b in bundles)
+        biggest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
+        if biggest > largest or need > total:
+            raise ConfigError(
+                f"a trial ({what}) needs {need:g} CPUs ({len(bundles)} bundles: "
+                f"{[b.get('CPU', 0.0) for b in bundles]}, the largest {biggest:g}), but {where} "
+                f"has {total:g} CPUs on {len(nodes)} node(s), at most {largest:g} on one; "
+                "lower backend.actors, backend.cpus_per_actor or tune.cpus_per_trial, or add nodes")
+
+
+def check_local_cluster(backend) -> None:
+    """A backend's client actors (`backend`: its config, `actor_bundles`) must fit the local
+    cluster a run would start (it `uses_ray`, no address, no RAY_ADDRESS, Ray not connected
+    yet in this process): this machine's CPUs. Else ConfigError (exit 2) now, before Ray
+    starts, not after the backend's wait for a placement group that can never be granted.
+    (A joined cluster may grow: not checked.)"""
+    import sys
+
+    if not backend.uses_ray or (backend.address or requested_address()) is not None:
+        return
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():  # this process's cluster is used as it is
+        return
+    check_cluster_fits({backend.describe(): backend.actor_bundles()},
+                       [float(os.cpu_count() or 1)], "the local Ray cluster (this machine)")
+
+
 def requested_address(address: str | None = None) -> str | None:
     """The cluster address asked for: `address`, else $RAY_ADDRESS; None for a new local
     cluster ("" and "local" also mean that)."""

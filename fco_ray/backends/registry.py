@@ -20,6 +20,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..runtime.refs import resolve
+from .cluster import check_local_cluster
 from ..runtime.strict import no_bool_numbers
 
 
@@ -98,9 +99,12 @@ BACKENDS: dict[str, BackendEntry] = {
 
 def make_backend(config: BackendSettings | dict, problem):
     """The backend of a `backend:` section (validated, or a dict validated here) for `problem`
-    (its training clients)."""
+    (its training clients). Where it runs is checked here, on the machine that runs it: a
+    ray backend's actors must fit the local cluster it would start (`cluster.check_local_cluster`);
+    a device that is not there is refused by the device backend's factory."""
     if isinstance(config, dict):
         if config.get("name") not in BACKENDS:
             raise ValueError(f"backend.name must be one of {sorted(BACKENDS)}, got {config.get('name')!r}")
         config = BACKENDS[config["name"]].config(**config)
+    check_local_cluster(config)  # before the factory imports Ray or starts a cluster
     return resolve(BACKENDS[config.name].factory)(config, problem)

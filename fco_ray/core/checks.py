@@ -5,8 +5,6 @@ and what would fit, before any run starts (config parsing, sweep validation, the
 from __future__ import annotations
 
 import difflib
-import os
-import sys
 
 from ..algorithms import ALGORITHMS
 from ..algorithms.base import PROBLEM_KINDS
@@ -66,23 +64,6 @@ def check_clients(clients_per_round: int | None, num_clients: int, problem: str)
             f"{num_clients} training clients), got {clients_per_round}")
 
 
-def check_cluster_fits(trials: dict[str, list[dict]], nodes: list[float], where: str) -> None:
-    """ConfigError unless every trial's placement-group bundles (`trials`: a description of
-    the trial, e.g. its backend keys -> its bundles [{"CPU": c}, ...]) can be placed on a
-    cluster whose nodes have `nodes` CPUs: each bundle on one node, all of them within the
-    cluster's CPUs. Tune would otherwise wait for the placement group without end."""
-    total, largest = sum(nodes), max(nodes, default=0.0)
-    for what, bundles in trials.items():
-        need = sum(b.get("CPU", 0.0) for b in bundles)
-        biggest = max((b.get("CPU", 0.0) for b in bundles), default=0.0)
-        if biggest > largest or need > total:
-            raise ConfigError(
-                f"a trial ({what}) needs {need:g} CPUs ({len(bundles)} bundles: "
-                f"{[b.get('CPU', 0.0) for b in bundles]}, the largest {biggest:g}), but {where} "
-                f"has {total:g} CPUs on {len(nodes)} node(s), at most {largest:g} on one; "
-                "lower backend.actors, backend.cpus_per_actor or tune.cpus_per_trial, or add nodes")
-
-
 def check_gpus_fit(gpus_per_trial: float, nodes: list[float], where: str) -> None:
     """ConfigError unless a trial's GPU share (`tune.gpus_per_trial`) fits one node of a
     cluster whose nodes have `nodes` GPUs (Tune would otherwise wait for it without end)."""
@@ -91,21 +72,6 @@ def check_gpus_fit(gpus_per_trial: float, nodes: list[float], where: str) -> Non
                           f"has {sum(nodes):g} GPUs ({max(nodes, default=0.0):g} at most on one node); "
                           "run on a machine with a GPU, or use backend.device: cpu and "
                           "tune.gpus_per_trial: 0")
-
-
-def check_local_cluster(backend) -> None:
-    """The ray backend's actors must fit the local cluster a run would start (no
-    RAY_ADDRESS): this machine's CPUs. Else exit 2 now, not after the backend's wait for a
-    placement group that can never be granted. (A joined cluster may grow: not checked.)"""
-    from ..backends.cluster import requested_address
-
-    if not backend.uses_ray or (backend.address or requested_address()) is not None:
-        return
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():  # this process's cluster is used as it is
-        return
-    check_cluster_fits({backend.describe(): backend.actor_bundles()},
-                       [float(os.cpu_count() or 1)], "the local Ray cluster (this machine)")
 
 
 def device_pairs() -> list[tuple[str, str]]:

@@ -23,7 +23,6 @@ from ..problems import PROBLEMS, ProblemParams
 from ..runtime.errors import ConfigError, short_repr
 from ..runtime.files import check_plain_name, check_tracking_uri
 from ..runtime.strict import no_bool_numbers
-from ..runtime.values import plain
 from .checks import check_fits, fitting_algorithms, unknown_name
 
 
@@ -68,6 +67,13 @@ class RunConfig(_Strict):
         "multiple of its round-0 value ends `diverged` (minimization problems); null: off")
     backend: BackendConfig = LocalBackendConfig()
     tracking: TrackingConfig = TrackingConfig()
+
+    @model_validator(mode="after")
+    def _fits(self):
+        """The algorithm runs on the problem's kinds (a custom problem: once its instance is
+        known, `core.plan.check_problem`)."""
+        check_fits(self.algorithm.name, self.problem.problem_class.kinds, self.problem.name)
+        return self
 
     @model_validator(mode="after")
     def _device_program(self):
@@ -177,8 +183,8 @@ def parse_algorithm(raw: Any, problem: str | None = None) -> Hyper:
 
 def parse_run(raw: Any) -> RunConfig:
     """Validate a run config dict (the schema of a sweep file minus its search space); NumPy
-    scalars in it are taken as the Python numbers (and booleans) they hold."""
-    raw = plain(raw)
+    scalars in it are taken as the Python numbers (and booleans) they hold (every section's
+    model checks its values with `runtime.strict.no_bool_numbers`)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"config must be a mapping, got {type(raw).__name__}")
     unknown = set(raw) - RUN_KEYS
@@ -189,7 +195,6 @@ def parse_run(raw: Any) -> RunConfig:
     rest = {k: v for k, v in raw.items() if k not in ("problem", "algorithm")}
     problem = parse_problem(raw["problem"])
     fields = {"problem": problem, "algorithm": parse_algorithm(raw["algorithm"], problem.name)}
-    check_fits(fields["algorithm"].name, fields["problem"].problem_class.kinds, fields["problem"].name)
     try:
         return RunConfig.model_validate({**rest, **fields})
     except ValidationError as e:

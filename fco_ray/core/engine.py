@@ -12,13 +12,12 @@ from typing import Callable
 import numpy as np
 
 from ..backends.base import Backend
-from ..ops.random import Key, generator
+from ..ops.random import Key
 from ..ops.tree import size
 from ..problems.base import Problem
 from .checkpoint import Snapshot
 from .group import Group
 
-INIT_TAG = 0x1417
 NUMERICAL_FAILURES = (np.linalg.LinAlgError, FloatingPointError, OverflowError)
 
 #: on_round(round, rows by member index, members that ended diverged since the last call)
@@ -101,8 +100,7 @@ def run_rounds(problem: Problem, group: Group, backend: Backend, *, rounds: int,
     if group.seeds and compiled is None:
         raise ValueError(f"backend {backend.name!r} runs one seed per group; members differ in seed")
     if start is None:
-        inits = {s: problem.init_params(generator(s, INIT_TAG)) for s in dict.fromkeys(seeds)}
-        state = group.server_init(problem, inits[seed] if group.seeds is None else [inits[s] for s in seeds])
+        state = group.start(problem, seed)
         comm = {"floats_up": 0.0, "floats_down": 0.0}
     else:  # those not active ended diverged before the checkpoint (and were announced)
         active = list(range(count)) if start.active is None else list(start.active)

@@ -20,7 +20,7 @@ from ..runtime.errors import ConfigError
 from ..runtime.files import load_yaml, set_key
 from ..runtime.values import check_grid, plain
 from .config import RunConfig, parse_run
-from .plan import prepare
+from .plan import prepare_groups
 
 
 def expand(config: dict, grid: dict[str, list]) -> list[tuple[dict, RunConfig]]:
@@ -63,7 +63,7 @@ def run_grid(config, grid: dict[str, list], *, problem=None, fuse: bool = True,
     # ray backend: one cluster for the whole grid, and groups on the same problem take over
     # the previous group's actors (fco_ray.backends.cluster.reuse)
     with reuse(ray_configs[0].backend.address) if ray_configs else contextlib.nullcontext():
-        for prepared in prepare(configs, problem=problem, fuse=fuse, max_group=max_group):
+        for prepared in prepare_groups(configs, problem=problem, fuse=fuse, max_group=max_group):
             for cfg, result in zip(prepared.configs, prepared.run()):
                 results[id(cfg)] = result
     frames = []

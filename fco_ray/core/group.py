@@ -34,9 +34,11 @@ import dataclasses
 import numpy as np
 
 from ..algorithms.base import Algorithm, is_real
-from ..ops.random import Key
+from ..ops.random import Key, generator
 from ..ops.tree import PerRow, all_finite, size
 from ..problems.base import Problem
+
+INIT_TAG = 0x1417  # the key tag of a run's initial model draw: generator(seed, INIT_TAG)
 
 
 def varying_fields(hps: list) -> list[str]:
@@ -50,20 +52,6 @@ def varying_fields(hps: list) -> list[str]:
             raise ValueError(f"algorithm.{f} differs across the fused configurations; only "
                              "real-valued hyperparameters can be fused")
     return varying
-
-
-def fusable(algorithm: type[Algorithm], problem_params: type, key: str) -> bool:
-    """Whether the dotted config key `key` may differ inside a group of `algorithm` (a class)
-    on a problem with parameter model `problem_params`: a real-valued hyperparameter of a
-    fusable algorithm, or `problem.lam` where the problem's lam weighs psi alone
-    (`ProblemParams.fusable_lam`) and the algorithm's clients take the stacked steps. The one
-    rule of which configurations fuse (run_grid's groups, a sweep's trials)."""
-    if not algorithm.fusable:
-        return False
-    if key == "problem.lam":
-        return problem_params.fusable_lam and not algorithm.serves_group
-    field = algorithm.Hyper.model_fields.get(key.split(".", 1)[1]) if key.startswith("algorithm.") else None
-    return field is not None and is_real(field)
 
 
 def fuse_key(hp) -> str:
@@ -100,6 +88,12 @@ class Group(Algorithm):
     seeds: list[int] | None = None
     #: one regularizer weight per member where they differ (None: the problem's own)
     lams: list[float] | None = None
+
+    @abc.abstractmethod
+    def start(self, problem: Problem, seed: int):
+        """The group's state at round 0: each member's server state from the initial model
+        that its seed (the run's `seed`, or the member's own in a group fused over seeds)
+        draws (`Problem.init_params` from the generator keyed by (seed, INIT_TAG))."""
 
     @abc.abstractmethod
     def finite(self, tree) -> np.ndarray:
@@ -175,6 +169,9 @@ class Single(Group):
 
     def server_init(self, problem, params0):
         return self.algorithm.server_init(problem, params0)
+
+    def start(self, problem, seed):
+        return self.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
 
     def broadcast(self, state):
         return self.algorithm.broadcast(state)
@@ -341,6 +338,12 @@ class Stacked(Group):
         problems = [problem.with_lam(lam) for lam in self.lams] if self.lams else [problem] * self.size
         inits = params0 if isinstance(params0, list) else [params0] * self.size
         return stack_states([m.server_init(own, p0) for m, own, p0 in zip(self.members, problems, inits)])
+
+    def start(self, problem, seed):
+        if self.seeds is None:
+            return self.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
+        drawn = {s: problem.init_params(generator(s, INIT_TAG)) for s in dict.fromkeys(self.seeds)}
+        return self.server_init(problem, [drawn[s] for s in self.seeds])
 
     def broadcast(self, state):
         return self.server.broadcast(state)

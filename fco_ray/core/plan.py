@@ -1,10 +1,11 @@
 """One preparation step: validated configurations -> groups ready to run.
 
-`prepare(configs)` is where every entry (the CLI's `run`, `fco_ray.run`, `run_grid`, a sweep's
-validation and its trials) turns configurations into work: it groups them by the one rule of
-which configurations fuse (`group_key`), builds each group's problem once, and runs the checks
-that need the problem's data (clients per round against the training clients; an algorithm
-against a custom problem's kinds). Configurations are parsed before they get here, once.
+`prepare(configs)` is where every entry (the CLI's `run`, `fco_ray.run`, a sweep's trial)
+turns one group of configurations into work: it builds the group's problem once and runs the
+checks that need the problem's data (clients per round against the training clients; an
+algorithm against a custom problem's kinds). Which configurations form a group is the one
+rule of `groups` (`group_key`), asked by those that group (`run_grid` through
+`prepare_groups`, a sweep's driver). Configurations are parsed before they get here, once.
 """
 from __future__ import annotations
 
@@ -16,14 +17,15 @@ from typing import Callable
 import numpy as np
 
 from ..algorithms import ALGORITHMS
+from ..algorithms.base import Algorithm, is_real
 from ..backends import make_backend
 from ..problems import PROBLEMS, build_problem
 from ..problems.base import Problem
 from ..runtime.errors import ConfigError
-from .checks import check_clients, check_fits, check_local_cluster
+from .checks import check_clients, check_fits
 from .config import RunConfig
 from .engine import OnRound, RunResult, run_rounds
-from .group import Group, fusable, fuse_key, make_group
+from .group import Group, fuse_key, make_group
 
 #: configurations per fused group at most on the NumPy engine: bounds the stacked state and
 #: client rows (memory grows with the group size)
@@ -36,6 +38,20 @@ MAX_DEVICE_GROUP = 1024
 def group_bound(cfg: RunConfig) -> int:
     """The default size bound of groups of configurations like `cfg`."""
     return MAX_DEVICE_GROUP if cfg.backend.compiles_rounds else MAX_GROUP
+
+
+def fusable(algorithm: type[Algorithm], problem_params: type, key: str) -> bool:
+    """Whether the dotted config key `key` may differ inside a group of `algorithm` (a class)
+    on a problem with parameter model `problem_params`: a real-valued hyperparameter of a
+    fusable algorithm, or `problem.lam` where the problem's lam weighs psi alone
+    (`ProblemParams.fusable_lam`) and the algorithm's clients take the stacked steps. The one
+    rule of which configurations fuse (run_grid's groups, a sweep's trials)."""
+    if not algorithm.fusable:
+        return False
+    if key == "problem.lam":
+        return problem_params.fusable_lam and not algorithm.serves_group
+    field = algorithm.Hyper.model_fields.get(key.split(".", 1)[1]) if key.startswith("algorithm.") else None
+    return field is not None and is_real(field)
 
 
 def lam_fuses(cfg: RunConfig) -> bool:
@@ -90,6 +106,9 @@ class Prepared:
     algorithms: list = field(init=False)
 
     def __post_init__(self):
+        if len(self.configs) > 1 and len({group_key(c) for c in self.configs}) > 1:
+            raise ValueError("configurations prepared together must form one group "
+                             "(plan.groups); these do not")
         self.algorithms = [ALGORITHMS[c.algorithm.name](c.algorithm) for c in self.configs]
 
     @property
@@ -139,39 +158,39 @@ def check_problem(configs: list[RunConfig], problem: Problem) -> None:
         check_clients(cfg.algorithm.clients_per_round, problem.num_clients, problem.name)
 
 
-def prepare(configs: list[RunConfig], *, problem: Problem | None = None, fuse: bool = True,
-            max_group: int | None = None) -> list[Prepared]:
-    """The groups of `configs` ready to run, in first-seen order; each group's problem built
-    once (consecutive groups on the same problem share it) and checked. `problem`: a custom
-    instance that every configuration runs on instead of building its problem section."""
+def prepare(configs: list[RunConfig], problem: Problem | None = None) -> Prepared:
+    """One group of `configs` (one configuration, or the members of one `groups` entry)
+    ready to run: its problem built (or `problem`, an instance every member runs on: a
+    custom one, or one built for an earlier group of the same problem) and checked against
+    every member. Where it runs is checked when `Prepared.run` makes the backend
+    (`backends.make_backend`: a ray backend's actors against the local cluster, a device),
+    before any row or MLflow run; a sweep's driver checks its cluster's resources itself."""
+    first = configs[0]
+    on = build(first) if problem is None else problem
+    lams = [c.problem.lam for c in configs] if lam_fuses(first) else []
+    seeds = [c.seed for c in configs]
+    check_problem(configs, on)
+    return Prepared(configs, on, lams if len(set(lams)) > 1 else None,
+                    seeds if len(set(seeds)) > 1 else None)
+
+
+def prepare_groups(configs: list[RunConfig], *, problem: Problem | None = None, fuse: bool = True,
+                   max_group: int | None = None) -> list[Prepared]:
+    """The `groups` of `configs`, each `prepare`d, in first-seen order; consecutive groups on
+    the same problem (section and seed) share one built problem. `problem`: a custom instance
+    that every configuration runs on instead of building its problem section."""
     out: list[Prepared] = []
     built: tuple[str, Problem] | None = None
     for members in groups(configs, max_group, fuse):
         chosen = [configs[i] for i in members]
-        first = chosen[0]
-        if problem is None:
-            key = json.dumps([first.problem.model_dump(mode="json"), first.seed], sort_keys=True)
+        on = problem
+        if on is None:
+            key = json.dumps([chosen[0].problem.model_dump(mode="json"), chosen[0].seed], sort_keys=True)
             if built is None or built[0] != key:
-                built = (key, build(first))
+                built = (key, build(chosen[0]))
             on = built[1]
-        else:
-            on = problem
-        check_problem(chosen, on)
-        # where it runs, checked here, on the machine that runs it (a sweep's driver checks
-        # its cluster's resources instead: sweep.run); a device that is not there is refused
-        # when the backend is made (backends.device), before any row or MLflow run
-        check_local_cluster(first.backend)
-        lams = [c.problem.lam for c in chosen] if lam_fuses(first) else []
-        seeds = [c.seed for c in chosen]
-        out.append(Prepared(chosen, on, lams if len(set(lams)) > 1 else None,
-                            seeds if len(set(seeds)) > 1 else None))
+        out.append(prepare(chosen, on))
     return out
-
-
-def prepare_one(cfg: RunConfig, problem: Problem | None = None) -> Prepared:
-    """A single configuration ready to run (a group of one)."""
-    (prepared,) = prepare([cfg], problem=problem, fuse=False)
-    return prepared
 
 
 def rows_callback(on_eval: Callable[[dict], None] | None) -> OnRound | None:

@@ -43,6 +43,11 @@ class UniversalAdversarial(SaddleProblem):
     rule = "fco_ray.rules.problems:adversarial"  # fco_ray.rules: on a device backend
     max_blocks = ("delta",)
 
+    @classmethod
+    def pictures(cls, model: dict, folder) -> list:
+        """`attack.png`: the attack `delta` (`render_attack`, the image the E6 report shows)."""
+        return [render_attack(model["delta"], Path(folder) / "attack.png")] if "delta" in model else []
+
     def loss_and_grad(self, params: Params, batch):
         """Weighted cross-entropy and its gradient in (W, b, delta) for each client.
 

@@ -52,6 +52,12 @@ class Problem(abc.ABC):
     rule: ClassVar = None
 
     @classmethod
+    def pictures(cls, model: dict, folder) -> list:
+        """Pictures of a final `model` (a run's artifacts beside `model.npz`), written to
+        `folder`; their paths. None by default; E6 draws its attack."""
+        return []
+
+    @classmethod
     def has_rule(cls) -> bool:
         return vars(cls).get("rule") is not None
 

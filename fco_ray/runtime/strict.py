@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic_core import PydanticCustomError
 
 from .errors import short_repr
+from .values import plain
 
 _SEQUENCES = (list, tuple, set, frozenset, typing.Sequence, typing.Collection)
 
@@ -99,8 +100,12 @@ def _is_float(text: str) -> bool:
 
 def no_bool_numbers(cls, data):
     """A `model_validator(mode="before")`: attach as
-    `_no_bools = model_validator(mode="before")(no_bool_numbers)`. The error has type
+    `_no_bools = model_validator(mode="before")(no_bool_numbers)`. NumPy scalars and arrays
+    in `data` are first taken as the Python values they hold (`runtime.values.plain`:
+    `np.bool_(True)` is the boolean it is, `np.uint64(7)` the integer 7), so a section from
+    the Python API is checked as the same section from YAML. The error has type
     "bool_not_number" and the offending key in its context (fco_ray.core.config names it)."""
+    data = plain(data)
     if isinstance(data, dict):
         for key, value in data.items():
             field = cls.model_fields.get(key) if isinstance(key, str) else None

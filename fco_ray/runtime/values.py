@@ -1,9 +1,11 @@
 """Values at the entries: what a sweep file, `--set` and the Python API may hand in, checked
 by the same rules wherever it comes from.
 
-- NumPy scalars and arrays become Python numbers and lists at the entry (`plain`), so the
-  checks below see `np.bool_(True)` as the boolean it is (refused where a number belongs,
-  fco_ray.runtime.strict), `np.uint64(7)` as the integer 7, `np.float64(0.01)` as 0.01.
+- NumPy scalars and arrays become Python numbers and lists (`plain`) where a config model
+  first reads them (`runtime.strict.no_bool_numbers`, which every config model runs) and
+  before a grid's values are compared, so the checks see `np.bool_(True)` as the boolean it
+  is (refused where a number belongs), `np.uint64(7)` as the integer 7, `np.float64(0.01)`
+  as 0.01.
 - A grid (`search.grid` of a sweep file, the grid of `fco_ray.run_grid`) lists each value
   once (0.01 and np.float64(0.01) and "0.01" are the same value) and expands to at most
   MAX_CONFIGURATIONS configurations, counted before anything is expanded (`check_grid`).

@@ -74,17 +74,19 @@ class MLflowLogger(tune.Callback):
     def on_trial_start(self, iteration, trials, trial, **info):
         points = self.sweep.members_of(trial.config)
         keys = [member_key(trial.trial_id, j) for j in range(len(points))]
-        configs = [self.sweep.run_config(p).model_dump(mode="json") for p in points]
+        configs = [self.sweep.run_config(p) for p in points]  # parsed once per point
+        params = [c.model_dump(mode="json") for c in configs]  # what MLflow records
         labels = [run_label(c, [k for k in p if k not in FIXED_POINT_KEYS])
-                  for c, p in zip(configs, points)]
+                  for c, p in zip(params, points)]
         open_keys = [k for k in keys if k not in self.skipped]
+        first = configs[0]
         self.running[trial.trial_id] = {
             "keys": keys, "labels": labels, "open": set(open_keys), "last": {},
             # a fused group is one Tune trial running len(points) configurations at once
-            "label": (f"{configs[0]['algorithm']['name']} seed{configs[0].get('seed', 0)}, "
-                      f"{len(points)} fused configurations" if len(points) > 1 else labels[0]),
-            "rounds": configs[0]["rounds"], "meter": RateMeter(), "row": None}
-        for key, config, label in zip(keys, configs, labels):
+            "label": (f"{first.algorithm.name} seed{first.seed}, {len(points)} fused configurations"
+                      if len(points) > 1 else labels[0]),
+            "rounds": first.rounds, "meter": RateMeter(), "row": None}
+        for key, config, label in zip(keys, params, labels):
             if key in open_keys:
                 self._write(self.log.start, key, config, label)
 

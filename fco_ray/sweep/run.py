@@ -244,7 +244,8 @@ def _check_resources(sweep: Sweep, connection, echo) -> None:
     may grow (an autoscaler), so there it is a warning."""
     import ray
 
-    from ..core.checks import check_cluster_fits, check_gpus_fit
+    from ..backends.cluster import check_cluster_fits
+    from ..core.checks import check_gpus_fit
     from .trainable import trial_bundles
 
     alive = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]

@@ -5,7 +5,7 @@ A trial's configurations are validated once (`Sweep.run_config`) and prepared on
 `tune.report({...metrics, "round": r, "timesteps_total": r, "status": s})`; a diverged
 trial ends with a last report whose metric is the worst value, so it ranks last.
 A finished trial's last report carries a Tune checkpoint holding its artifacts
-(`fco_ray.tracking.artifacts`: the final model as `model.npz`, E6's attack as `attack.png`), which
+(`fco_ray.tracking.runs.write_artifacts`: the final model as `model.npz`, E6's attack as `attack.png`), which
 the driver's MLflow logger attaches to the trial's run.
 
 Checkpoints: every `Sweep.checkpoint_every` rounds a report also carries the run's state
@@ -32,7 +32,7 @@ from ..core.checkpoint import FILE as SNAPSHOT_FILE
 from ..core.checkpoint import Snapshot, load_snapshot, save_snapshot
 from ..core.config import BackendConfig
 from ..core.plan import prepare
-from ..tracking.artifacts import trial_artifacts
+from ..tracking.runs import write_artifacts
 from .schema import FIXED_POINT_KEYS, Sweep
 
 
@@ -73,7 +73,7 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
     ended diverged (`ended`), and as the Tune metric the best of the round's values (Tune ranks
     trials; the sweep's best configurations are ranked from MLflow, one run per configuration).
     The last report carries a checkpoint with each finished configuration's artifacts
-    (`fco_ray.tracking.artifacts`: `model.npz`, E6's `attack.png`; in folder `<index>/`), which the
+    (`fco_ray.tracking.runs.write_artifacts`: `model.npz`, E6's `attack.png`; in folder `<index>/`), which the
     driver's MLflow logger attaches to the configuration's run.
 
     `finished`: configurations already FINISHED in MLflow before an interruption (by key):
@@ -121,7 +121,7 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
         pending[:] = [snapshot]
 
     every = sweep.checkpoint_every(rounds) if stateless else 0
-    (prepared,) = prepare(configs, max_group=size)  # the sweep's group is one group
+    prepared = prepare(configs)  # the trial's configurations are one group
     results = prepared.run(on_round, start=start, checkpoint_every=every, on_checkpoint=hold)
     models = {j: model for j, r in enumerate(results) if (model := prepared.model(j, r)) is not None}
     if not models or last["rows"] is None:  # every configuration diverged
@@ -135,7 +135,7 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
         for j, model in models.items():
             folder = Path(tmp) / str(j)
             folder.mkdir()
-            trial_artifacts(configs[j], model, folder)
+            write_artifacts(configs[j], model, folder)
         tune.report(final, checkpoint=tune.Checkpoint.from_directory(tmp))
 
 

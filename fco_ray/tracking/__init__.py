@@ -1,10 +1,10 @@
 """Where results go: MLflow (single runs, and one parent run per sweep with one child run per
 configuration), per-run artifacts, and progress lines in the terminal.
 
-Modules: `store` (the tracking URI, its checks, `Store`), `runs` (one run: `RunLog`),
-`sweeps` (a sweep's log from the Tune driver: `SweepLog`), `queries` (reading a sweep back),
-`summary` (best / mean summaries, run names), `links` (MLflow UI pages), `artifacts` (model.npz,
-E6's attack image), `progress` (terminal progress lines).
+Modules: `store` (the tracking URI, its checks, `Store`), `runs` (one run: `RunLog`, and
+its artifacts: model.npz, the problem's pictures), `sweeps` (a sweep's log from the Tune
+driver: `SweepLog`), `queries` (reading a sweep back), `summary` (best / mean summaries, run
+names), `links` (MLflow UI pages), `progress` (terminal progress lines).
 
 Layout (docs/configuration.md; the sweep writes it, `fco-ray runs` and reports read it):
 - parent run: tags `fco.role=sweep`, `fco.sweep=<name>`, `fco.metric`, `fco.mode`; artifact

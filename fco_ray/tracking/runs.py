@@ -11,6 +11,18 @@ from .store import ALGORITHM, FINAL_ROUND, ROLE, STATUS, Store, check_store, def
 from .summary import Summary, run_label
 
 
+def write_artifacts(cfg, model: dict, folder: Path) -> list[Path]:
+    """Write a finished run's artifacts to `folder` and return their paths: `model.npz` (the
+    final model's blocks, `np.savez`: arrays only, read back with
+    `np.load(path, allow_pickle=False)`), then the problem's `pictures` of it (E6:
+    `attack.png`)."""
+    import numpy as np
+
+    written = [Path(folder) / "model.npz"]
+    np.savez(written[0], **model)
+    return written + cfg.problem.problem_class.pictures(model, folder)
+
+
 def start_single_run(store: Store, config: dict, run_name: str) -> str:
     """An MLflow run for one `fco-ray run` (no Tune); `config` is the validated run config."""
     exp = store.experiment_id(config["tracking"]["experiment"])
@@ -67,10 +79,8 @@ class RunLog:
         if model is not None:  # the final model (and E6's attack image) as run artifacts
             import tempfile
 
-            from .artifacts import trial_artifacts
-
             with tempfile.TemporaryDirectory() as tmp:
-                trial_artifacts(self.cfg, model, Path(tmp))
+                write_artifacts(self.cfg, model, Path(tmp))
                 self.store.client.log_artifacts(self._start(), tmp)
         close_run(self.store, self._start(), status, final_round, self.summary)
 

@@ -366,7 +366,7 @@ def test_store_side_files_are_ignored_by_git_and_ray_uploads(tmp_path):
 
 def test_impossible_cpu_requests_are_refused():
     from fco_ray import ConfigError
-    from fco_ray.core.checks import check_cluster_fits
+    from fco_ray.backends.cluster import check_cluster_fits
 
     check_cluster_fits({"t": [{"CPU": 1.0}, {"CPU": 0.5}]}, [1.0, 1.0], "c")  # fits
     with pytest.raises(ConfigError, match=r"a trial \(t\) needs 65 CPUs .* but c has 2 CPUs on 1 node"):

@@ -494,12 +494,12 @@ def test_real_sweep_child_runs_carry_names_summaries_and_models(real_sweep, tmp_
 def test_e6_trial_artifacts_hold_the_model_and_the_attack_image(tmp_path):
     import fco_ray
     from fco_ray.api import resolve
-    from fco_ray.tracking.artifacts import trial_artifacts
+    from fco_ray.tracking.runs import write_artifacts
 
     config = {"problem": {"name": "adversarial", "clients": 10}, "rounds": 5, "eval_every": 5,
               "algorithm": {"name": "feddualex", "client_lr": 0.05, "clients_per_round": 5}}
     df, model = fco_ray.run(config, return_model=True)
-    written = trial_artifacts(resolve(config), model, tmp_path)
+    written = write_artifacts(resolve(config), model, tmp_path)
     assert [p.name for p in written] == ["model.npz", "attack.png"]
     assert (tmp_path / "attack.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with np.load(tmp_path / "model.npz", allow_pickle=False) as saved:

@@ -5,7 +5,7 @@ import pytest
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.algorithms.base import FederatedHyper
 from fco_ray.backends import LocalBackend
-from fco_ray.core.engine import INIT_TAG
+from fco_ray.core.group import INIT_TAG
 from fco_ray.core.group import make_group
 from fco_ray.ops import regularizers as R
 from fco_ray.ops.random import generator, sample_clients

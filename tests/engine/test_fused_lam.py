@@ -1,7 +1,7 @@
 """Fused groups whose members differ in the regularizer weight `problem.lam` (as well as in
 rates): every member equals its own run on a problem built with its own lam, on both
 backends; per-row weights in the regularizers equal row-by-row scalar ones; and the one
-grouping rule (fco_ray.core.group.fusable) puts lam variants together only where lam weighs psi
+grouping rule (fco_ray.core.plan.fusable) puts lam variants together only where lam weighs psi
 alone."""
 import json
 
@@ -14,7 +14,7 @@ from fco_ray.backends import LocalBackend
 from fco_ray.core.config import parse_run
 from fco_ray.core.grid import expand
 from fco_ray.core.group import Stacked as Fused
-from fco_ray.core.group import fusable
+from fco_ray.core.plan import fusable
 from fco_ray.core.plan import groups
 from fco_ray.ops import regularizers as R
 from fco_ray.problems import PROBLEMS, build_problem

@@ -10,7 +10,7 @@ import fco_ray
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends.local import LocalBackend
 from fco_ray.core.config import parse_problem, parse_run
-from fco_ray.core.engine import INIT_TAG
+from fco_ray.core.group import INIT_TAG
 from fco_ray.ops.random import NOISE, NOISE2, Key, generator
 from fco_ray.problems import build_problem
 from fco_ray.problems.adversarial import render_attack
