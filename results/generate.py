@@ -729,7 +729,9 @@ def spread(values: list[float], fmt: str) -> str:
 @block("benchmarks.flower")
 def benchmarks_flower() -> str:
     """Every Flower record (benchmarks/results/peer_flower*.json), one after another."""
-    return "\n".join(flower_record(p.name) for p in sorted(BENCH.glob("peer_flower*.json")))
+    records = "\n".join(flower_record(p.name) for p in sorted(BENCH.glob("peer_flower*.json")))
+    return records + "\n" + para("Times are min / median over the repeats; a ratio is Flower's steady "
+                                 "round over fco_ray's within one repeat.")
 
 
 def flower_record(name: str) -> str:
@@ -757,17 +759,21 @@ def flower_record(name: str) -> str:
         parts.append(f"{text[0]}; {text[1]}; {text[2]}. Final training loss: Flower "
                      f"{min(losses['flower']):.4f}-{max(losses['flower']):.4f}, fco_ray "
                      f"{min(ours):.4f}-{max(ours):.4f}.")
-    parts.append("Times are min / median over the repeats; a ratio is Flower's steady round over "
-                 "fco_ray's within one repeat.")
     return "".join(para(t) + "\n" for t in parts).rstrip("\n") + "\n"
 
 
 @block("benchmarks.fused")
 def benchmarks_fused() -> str:
+    """Every fused-vs-separate record (benchmarks/results/fused*.json), one after another."""
+    return "\n".join(fused_record(p.name) for p in sorted(BENCH.glob("fused*.json")))
+
+
+def fused_record(name: str) -> str:
     """Fused groups vs single configurations per round, run_grid fused vs separate, and the
-    sweep end to end, from benchmarks/results/fused.json."""
-    r = bench("fused.json")
-    out = [f"Recorded {r['date'].replace('T', ' ')} by `{r['command']}` (`benchmarks/results/fused.md`), "
+    sweep end to end, from one record of benchmarks/fused.py."""
+    r = bench(name)
+    out = [f"Recorded {r['date'].replace('T', ' ')} by `{r['command']}` "
+           f"(`benchmarks/results/{Path(name).with_suffix('.md')}`), "
            f"1-minute load average {one_min(r['load_start'])} at the start and {one_min(r['load_end'])} at the end."]
     rows = [x for x in r["rounds"] if x["loop"] != "Python steps"]
     if rows:
