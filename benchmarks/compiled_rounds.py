@@ -2,7 +2,7 @@
 engine, on this machine's CPU: per configuration-round wall times of the same groups, for each
 family of (algorithm, problem) pairs that has rules (fco_ray/rules).
 
-    python benchmarks/compiled_rounds.py --out benchmarks/results        # ~10 minutes, 2 cores
+    python benchmarks/compiled_rounds.py --out benchmarks/results        # ~5 minutes idle, 2 cores
     python benchmarks/compiled_rounds.py --out DIR --cases E2,E6        # only these cases, into DIR's record
     python benchmarks/compiled_rounds.py --quick                         # a smoke run (seconds)
 
