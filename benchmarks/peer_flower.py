@@ -1,7 +1,7 @@
 """Peer comparison: one FedAvg task in fco_ray (local and ray backends) and in Flower.
 
     .venv/bin/python benchmarks/peer_flower.py [--repeats 3] [--rounds 200]
-        [--tasks e1,e1_1000] [--flwr 1.41.0] [--out benchmarks/results/peer_flower.md] [--quick]
+        [--tasks e1,e1_1000] [--flwr 1.42.0] [--out benchmarks/results/peer_flower.md] [--quick]
 
 The task (E1 data with lam = 0, i.e. plain least squares, FedAvg): `lasso` problem of
 fco_ray with lam = 0 built by fco_ray itself (so the comparison follows the problem's
@@ -13,12 +13,17 @@ Flower runs it in its simulation engine (`flwr.simulation.run_simulation`, Messa
 ServerApp + `flwr.serverapp.strategy.FedAvg`, ClientApp train handler; see
 benchmarks/flower_task.py) inside its own virtual environment, benchmarks/.venv-flower,
 which this script makes and fills with `pip install flwr[simulation]==VERSION` on first use
-(flwr is never a dependency of fco_ray). fco_ray runs the same task with `run_rounds` on the
-local backend and on the ray backend (2 actors), in this process.
+(flwr is never a dependency of fco_ray). fco_ray runs the same task as a user's script would,
+through its public entry points only: the problem built once from `fco_ray.PROBLEMS["lasso"]`,
+then `fco_ray.run(config, problem=problem, return_model=True, checkpoint_every=1,
+on_checkpoint=...)` on the local backend and on the ray backend (2 actors, a private local
+cluster per run), in this process. The checkpoint callback, called at the end of every round,
+is the clock; the config evaluates only at round 0 and at the last round, as Flower (which
+evaluates nothing).
 
 Measured, per system and run: seconds per steady round (the time between the starts of
-consecutive rounds, from round 10 on: the first rounds pay start-up), the start-up before
-the first round, and the final training loss (fco_ray's `problem.loss` of the final model,
+consecutive rounds for Flower, between the ends of consecutive rounds for fco_ray, from round
+10 on: the first rounds pay start-up), the start-up before the first round, and the final training loss (fco_ray's `problem.loss` of the final model,
 for all three). The three systems run one after another within each repeat, on fresh
 seeds per repeat (the data are fixed: data_seed 0), so the ratios of a repeat are measured
 side by side. Nothing here is a test: the targets (fco_ray local >= 100x Flower, ray >= 30x)
@@ -45,10 +50,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fco_ray.api import resolve  # noqa: E402
-from fco_ray.backends import make_backend  # noqa: E402
-from fco_ray.core.engine import run_rounds  # noqa: E402
-from fco_ray.core.plan import prepare  # noqa: E402
+import fco_ray  # noqa: E402  (public entry points only: run, PROBLEMS)
 
 VENV = ROOT / "benchmarks" / ".venv-flower"
 TASKS = {
@@ -89,14 +91,25 @@ def flower_versions(python: Path) -> dict:
 # ---------------------------------------------------------------------------------------
 # the task
 # ---------------------------------------------------------------------------------------
-def task_config(task: str, seed: int) -> dict:
+def problem_section(task: str) -> dict:
     t = TASKS[task]
-    return {"problem": {"name": "lasso", "lam": 0.0, "data_seed": 0, "clients": t["clients"],
-                        "samples_per_client": t["samples_per_client"]},
+    return {"name": "lasso", "lam": 0.0, "data_seed": 0, "clients": t["clients"],
+            "samples_per_client": t["samples_per_client"]}
+
+
+def build_problem(task: str):
+    """The task's problem, built once through the public registry (as a user's script would)."""
+    spec = fco_ray.PROBLEMS["lasso"]
+    return spec.build(spec.params(**problem_section(task)), 0)
+
+
+def task_config(task: str, seed: int, backend: dict, rounds: int) -> dict:
+    t = TASKS[task]
+    return {"problem": problem_section(task),
             "algorithm": {"name": "fedavg", "client_lr": CLIENT_LR, "server_lr": 1.0,
                           "local_steps": LOCAL_STEPS, "batch_size": BATCH,
                           "clients_per_round": t["clients_per_round"]},
-            "seed": seed}
+            "rounds": rounds, "eval_every": rounds, "seed": seed, "backend": backend}
 
 
 def loss_scale(problem) -> float:
@@ -122,38 +135,22 @@ def steady(starts: list[float]) -> dict:
             "rounds_timed": int(len(gaps))}
 
 
-class TimedBackend:
-    """Notes the start of every round (its one map_clients call, for fedavg)."""
-
-    def __init__(self, backend):
-        self.backend, self.starts = backend, []
-
-    def map_clients(self, *args):
-        self.starts.append(time.perf_counter())
-        return self.backend.map_clients(*args)
-
-    def __getattr__(self, name):  # start_run, close, ...: the wrapped backend's
-        return getattr(self.backend, name)
+BACKENDS = {"local": {"name": "local"}, "ray": {"name": "ray", "actors": 2}}
 
 
-def run_ours(problem, cfg: dict, backend_name: str, rounds: int) -> dict:
-    prepared = prepare([resolve(cfg)], problem)  # the task's problem, built once per task
+def run_ours(problem, task: str, seed: int, backend_name: str, rounds: int) -> dict:
+    """`fco_ray.run` of the task on the built problem; the end of every round is noted by the
+    public checkpoint callback (called after each round, before any evaluation)."""
+    ends: list[float] = []
+    cfg = task_config(task, seed, BACKENDS[backend_name], rounds)
     t0 = time.perf_counter()
-    backend = make_backend({"name": "local"} if backend_name == "local" else
-                           {"name": "ray", "actors": 2}, problem)
-    setup = time.perf_counter() - t0
-    timed = TimedBackend(backend)
-    try:
-        (result,) = run_rounds(problem, prepared.group(), timed, rounds=rounds, eval_every=rounds,
-                               seed=cfg["seed"])
-    finally:
-        t = time.perf_counter()
-        backend.close()
-        close = time.perf_counter() - t
-    assert result.status == "finished", result.status
-    params = prepared.model(0, result)
-    return {**steady(timed.starts), "setup_s": setup, "first_round_start_s": timed.starts[0] - t0,
-            "close_s": close, "final_loss": problem.loss(params)}
+    df, model = fco_ray.run(cfg, problem=problem, return_model=True, checkpoint_every=1,
+                            on_checkpoint=lambda snapshot: ends.append(time.perf_counter()))
+    wall = time.perf_counter() - t0
+    assert df.attrs["status"] == "finished", df.attrs["status"]
+    timed = steady(ends)
+    return {**timed, "first_round_start_s": ends[0] - t0 - timed["median_s"],
+            "after_last_round_s": t0 + wall - ends[-1], "final_loss": problem.loss(model)}
 
 
 def run_flower(python: Path, problem, data: Path, task: str, seed: int, rounds: int,
@@ -190,7 +187,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--rounds", type=int, default=200)
     p.add_argument("--tasks", default="e1,e1_1000")
-    p.add_argument("--flwr", default="1.41.0", help="flwr version for the Flower venv")
+    p.add_argument("--flwr", default="1.42.0", help="flwr version for the Flower venv")
     p.add_argument("--out", default=None, help="default benchmarks/results/peer_flower.md")
     p.add_argument("--quick", action="store_true",
                    help="a smoke run of fco_ray's side only (no Flower venv): task e1, one repeat "
@@ -205,8 +202,6 @@ def main() -> None:
     python = None if args.quick else flower_python(args.flwr)
     import ray
 
-    import fco_ray
-
     versions = {"fco_ray": {"fco_ray": fco_ray.__version__, "ray": ray.__version__,
                             "numpy": np.__version__, "python": platform.python_version()},
                 "flower": flower_versions(python) if python else {}}
@@ -219,22 +214,24 @@ def main() -> None:
         work = Path(tmp)
         problems = {}
         for task in tasks:
-            problems[task] = prepare([resolve(task_config(task, 0))]).problem
+            problems[task] = build_problem(task)
             res.setdefault("loss_scale", {})[task] = write_task_data(problems[task],
                                                                      work / f"{task}.npz")
         for rep in range(args.repeats):
             for task in tasks:
-                problem, cfg = problems[task], task_config(task, rep)
+                problem = problems[task]
                 row = {"task": task, "seed": rep, "load": load()}
                 if python:
                     row["flower"] = run_flower(python, problem, work / f"{task}.npz", task, rep,
                                                args.rounds, work)
-                row["local"] = run_ours(problem, cfg, "local", args.rounds)
-                row["ray"] = run_ours(problem, cfg, "ray", args.rounds)
+                row["local"] = run_ours(problem, task, rep, "local", args.rounds)
+                row["ray"] = run_ours(problem, task, rep, "ray", args.rounds)
+                row["load_after"] = load()
                 res["runs"].append(row)
                 print(json.dumps(row), flush=True)
     res["load_end"] = load()
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(res, indent=1))
     if python:  # the page compares with Flower: not without it (--quick)
         out.write_text(markdown(res))
@@ -262,8 +259,10 @@ def markdown(res: dict) -> str:
          f"Task: FedAvg on fco_ray's `lasso` problem with lam = 0 (d = 1024; loss scale "
          f"{res.get('loss_scale')}: the problem's own convention), K = {LOCAL_STEPS}, "
          f"batch {BATCH}, client_lr {CLIENT_LR}, {res['rounds']} rounds; Flower with 2 Ray "
-         f"actors (1 CPU each), fco_ray ray backend with 2 actors. Seconds per steady round = "
-         f"the median gap between consecutive round starts from round {SKIP} on (per run); "
+         f"actors (1 CPU each), fco_ray ray backend with 2 actors; fco_ray through "
+         f"`fco_ray.run` (public API). Seconds per steady round = the median gap between "
+         f"consecutive round starts (Flower) or ends (fco_ray's checkpoint callback) from "
+         f"round {SKIP} on (per run); "
          f"{res['repeats']} repeats, each running Flower, local, ray one after another "
          "(ratios of a repeat are side by side).", ""]
     for task in dict.fromkeys(r["task"] for r in res["runs"]):
@@ -300,12 +299,13 @@ def markdown(res: dict) -> str:
               f"{min(ours):.4f}..{max(ours):.4f}: medians {gap:.2%} apart, seed-to-seed spread "
               f"up to {noise:.2%} (the minibatch and client draws differ between the systems "
               f"and between seeds): {same} (criterion: gap <= max(spread, 1%)). All runs' "
-              f"relative spread {(max(spread) - min(spread)) / median(spread):.1%}. Loads "
-              "during the runs: " + ", ".join(r["load"].split()[0] for r in runs) + ".", ""]
+              f"relative spread {(max(spread) - min(spread)) / median(spread):.1%}. 1-minute load "
+              "average before / after each repeat: " + ", ".join(
+                  f"{r['load'].split()[0]} / {r.get('load_after', '?').split()[0]}" for r in runs) + ".", ""]
     L += ["Flower's start-up = its process wall time minus rounds x its steady round time "
-          "(Python + Flower + Ray start, data load in its actors). fco_ray's = from building "
-          "the backend to the first round (for ray: starting a private local Ray cluster and "
-          "2 actors).", ""]
+          "(Python + Flower + Ray start, data load in its actors). fco_ray's = from the call "
+          "of `fco_ray.run` to the start of the first round (the round-0 evaluation included; "
+          "for ray: starting a private local Ray cluster and 2 actors).", ""]
     return "\n".join(L)
 
 

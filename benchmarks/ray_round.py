@@ -111,7 +111,7 @@ def main() -> None:
         ray.get([a.call.remote(None, None, None) for a in noop_actors])
         noop_actors.append(ray.put(b"x" * 355))  # a ref of the size of FedAvg's pickle
         for task in args.tasks.split(","):
-            prepared = prepare([resolve(task_config(task, 0))])
+            prepared = prepare([resolve(task_config(task, 0, {"name": "local"}, args.rounds))])
             problem, algorithm = prepared.problem, prepared.group()
             for cycle in range(args.blocks):
                 row = {"task": task, "cycle": cycle, "load": load()}

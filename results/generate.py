@@ -1516,5 +1516,145 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+
+# --- benchmarks: the CPU figures of docs/benchmarks.md (records in benchmarks/results/) ---------
+
+BENCH = ROOT / "benchmarks" / "results"
+TASK_SIZES = {"e1": "64 clients x 128 samples (10 per round)",
+              "e1_1000": "1,000 clients x 32 samples (100 per round)"}
+FLOWER_TARGETS = {"local": 100.0, "ray": 30.0}  # benchmarks/peer_flower.py's TARGETS
+
+
+def bench(name: str) -> dict:
+    return json.loads((BENCH / name).read_text())
+
+
+def one_min(loads: str) -> str:
+    """The 1-minute figure of a `1.2 3.4 5.6` (or `1.2 / 3.4 / 5.6`) load-average text."""
+    return loads.replace("/", " ").split()[0]
+
+
+def spread(values: list[float], fmt: str) -> str:
+    """`min / median` of the values, or the one value."""
+    lo, mid = min(values), float(pd.Series(values).median())
+    return format(lo, fmt) if len(values) == 1 else f"{format(lo, fmt)} / {format(mid, fmt)}"
+
+
+@block("benchmarks.flower")
+def benchmarks_flower() -> str:
+    """Every Flower record (benchmarks/results/peer_flower*.json), one after another."""
+    records = "\n".join(flower_record(p.name) for p in sorted(BENCH.glob("peer_flower*.json")))
+    return records + "\n" + para("Times are min / median over the repeats; a ratio is Flower's steady "
+                                 "round over fco_ray's within one repeat.")
+
+
+def flower_record(name: str) -> str:
+    """Flower vs fco_ray per steady round, per task: min / median over repeats of the seconds
+    and of the per-repeat ratios, the targets, the losses, the load."""
+    r = bench(name)
+    v = r["versions"]
+    parts = [f"Recorded {r['date'].replace('T', ' ')} by `{r['command']}` "
+             f"(`benchmarks/results/{Path(name).with_suffix('.md')}`): flwr {v['flower']['flwr']} beside fco_ray "
+             f"{v['fco_ray']['fco_ray']}, {r['repeats']} repeats of {r['rounds']} rounds per task, 1-minute "
+             f"load average {one_min(r['load_start'])} at the start and {one_min(r['load_end'])} at the end."]
+    for task in dict.fromkeys(x["task"] for x in r["runs"]):
+        runs = [x for x in r["runs"] if x["task"] == task]
+        flower = [x["flower"]["median_s"] for x in runs]
+        text = [f"At {TASK_SIZES.get(task, task)}, Flower took {spread(flower, '.4f')} s per steady round"]
+        for system, words in (("local", "fco_ray's local backend"), ("ray", "its ray backend (2 actors)")):
+            ratios = [x["flower"]["median_s"] / x[system]["median_s"] for x in runs]
+            target = FLOWER_TARGETS[system]
+            met = ("met" if min(ratios) >= target else
+                   "met at the median only" if pd.Series(ratios).median() >= target else "missed")
+            text.append(f"{words} {spread([x[system]['median_s'] for x in runs], '.4f')} s, "
+                        f"{spread(ratios, '.3g').replace(' /', 'x /')}x faster (target >= {target:.0f}x: {met})")
+        losses = {s: [x[s]["final_loss"] for x in runs] for s in ("flower", "local", "ray")}
+        ours = losses["local"] + losses["ray"]
+        parts.append(f"{text[0]}; {text[1]}; {text[2]}. Final training loss: Flower "
+                     f"{min(losses['flower']):.4f}-{max(losses['flower']):.4f}, fco_ray "
+                     f"{min(ours):.4f}-{max(ours):.4f}.")
+    return "".join(para(t) + "\n" for t in parts).rstrip("\n") + "\n"
+
+
+@block("benchmarks.fused")
+def benchmarks_fused() -> str:
+    """Every fused-vs-separate record (benchmarks/results/fused*.json), one after another."""
+    return "\n".join(fused_record(p.name) for p in sorted(BENCH.glob("fused*.json")))
+
+
+def fused_record(name: str) -> str:
+    """Fused groups vs single configurations per round, run_grid fused vs separate, and the
+    sweep end to end, from one record of benchmarks/fused.py."""
+    r = bench(name)
+    out = [f"Recorded {r['date'].replace('T', ' ')} by `{r['command']}` "
+           f"(`benchmarks/results/{Path(name).with_suffix('.md')}`), "
+           f"1-minute load average {one_min(r['load_start'])} at the start and {one_min(r['load_end'])} at the end."]
+    rows = [x for x in r["rounds"] if x["loop"] != "Python steps"]
+    if rows:
+        out.append("Per round, a fused group against one configuration of the same case (interleaved): "
+                   "the group round's cost in single rounds (medians) and the configurations x rounds "
+                   "per second gained by fusing (G x single round / group round, by the medians and "
+                   "by the minima): " + "; ".join(
+                       f"{x['case']}, G = {x['G']}: "
+                       f"{x['fused_wall_median_s'] / x['single_wall_median_s']:.1f} single rounds, "
+                       f"{x['G'] * x['single_wall_median_s'] / x['fused_wall_median_s']:.1f}x median / "
+                       f"{x['G'] * x['single_wall_min_s'] / x['fused_wall_min_s']:.1f}x min"
+                       for x in rows) + ".")
+    g = r.get("grid")
+    if g:
+        ratios = (min(g["separate_s"]) / min(g["fused_s"]),
+                  float(pd.Series(g["separate_s"]).median() / pd.Series(g["fused_s"]).median()))
+        out.append(f"`fco_ray.run_grid` of {g['configurations']} E1 FedDualAvg configurations "
+                   f"({g['finished']} finished) at {g['rounds']} rounds: {spread(g['fused_s'], '.2f')} s "
+                   f"fused against {spread(g['separate_s'], '.2f')} s with `fuse=False`, "
+                   f"{ratios[0]:.1f}x / {ratios[1]:.1f}x (min / median; target >= 4x: "
+                   f"{'met' if ratios[0] >= 4 else 'met at the median only' if ratios[1] >= 4 else 'missed'}).")
+    sw = r.get("sweep")
+    if sw:
+        fused, alone = sw["fuse=true"], sw["fuse=false"]
+        ratio = alone["wall_s"] / fused["wall_s"]
+        sets = "".join(f" --set {x}" for x in sw["sets"])
+        out.append(f"`fco-ray sweep {sw['file']}{sets}` at {sw['rounds']} rounds "
+                   f"({fused['configurations']} configurations): {fused['wall_s']:.0f} s fused "
+                   f"({fused['tune_trials']} Tune trials) against {alone['wall_s']:.0f} s unfused "
+                   f"({alone['tune_trials']}), {ratio:.1f}x (target >= 4x: {'met' if ratio >= 4 else 'missed'}).")
+    return "".join(para(t) + "\n" for t in out).rstrip("\n") + "\n"
+
+
+@block("benchmarks.compiled")
+def benchmarks_compiled() -> str:
+    """Per family, which engine is faster per configuration-round, from
+    benchmarks/results/compiled_rounds.json."""
+    r = bench("compiled_rounds.json")
+    families: dict[str, list[str]] = {}
+    for p in pairs_of(r["rows"]):
+        cpu, jax = p["numba"], p["compiled"]
+        med = jax["per_config_round_median_ms"] / cpu["per_config_round_median_ms"]
+        low = jax["per_config_round_min_ms"] / cpu["per_config_round_min_ms"]
+        faster = "compiled rounds" if med < 1 else "CPU engine"
+        families.setdefault(cpu["case"], []).append(
+            f"G = {cpu['G']}: {faster} faster, {ms(cpu['per_config_round_median_ms'])} ms (CPU engine) vs "
+            f"{ms(jax['per_config_round_median_ms'])} ms (compiled), ratio {med:.2f}x median / {low:.2f}x min")
+    loads = [x[k] for x in r["rows"] for k in ("load_before", "load") if k in x]
+    commands = " and ".join(f"`{c}`" for c in dict.fromkeys(x.get("command", r["command"]) for x in r["rows"]))
+    head = para(f"Recorded by {commands}, 1-minute load average {min(loads):.1f}-{max(loads):.1f}. "
+                "The faster engine per family and group size, by the median per configuration-round "
+                "(ms: medians; ratio: compiled / CPU engine, of the medians and of the minima):")
+    return head + "\n" + "".join(para(f"- {case}: {'; '.join(items)}.", "  ") for case, items in families.items())
+
+
+def ms(x: float) -> str:
+    """Milliseconds to 3 significant figures (`1.87`, `48.9`, `5215`)."""
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def pairs_of(rows: list[dict]) -> list[dict]:
+    """The (numba, compiled) rows of each (case, G), in the record's order."""
+    out: dict = {}
+    for x in rows:
+        out.setdefault((x["case"], x["G"]), {})[x["engine"].split()[0]] = x
+    return [p for p in out.values() if len(p) == 2]
+
+
 if __name__ == "__main__":
     sys.exit(main())
