@@ -399,7 +399,8 @@ def test_a_sweep_that_cannot_fit_the_local_cluster_fails_fast(capsys, workdir, b
 
 
 @pytest.mark.parametrize("server", ["http", "silent"])
-def test_ray_address_at_a_port_that_is_not_ray_fails_fast(capsys, workdir, monkeypatch, server):
+def test_ray_address_at_a_port_that_is_not_ray_fails_fast(capsys, workdir, monkeypatch, server,
+                                                      ray_down):
     import http.server
     import socket
     import threading

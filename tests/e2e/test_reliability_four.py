@@ -353,7 +353,8 @@ def test_an_unquoted_uri_ending_in_a_colon_is_read_as_text(capsys, workdir):
 
 
 @pytest.mark.parametrize("address", ["ray://127.0.0.1:{port}", "ray://127.0.0.1:{port}/"])
-def test_a_ray_client_address_at_a_server_that_is_not_ray_fails_fast(capsys, workdir, monkeypatch, address):
+def test_a_ray_client_address_at_a_server_that_is_not_ray_fails_fast(capsys, workdir, monkeypatch, address,
+                                                                   ray_down):
     import http.server
     import threading
 
