@@ -1,9 +1,18 @@
 """Fixtures shared by the test folders: unit/ (functions and operators), engine/ (rounds run
 in this process), ray/ (Ray clusters, jobs, faults), e2e/ (the CLI, the API, sweeps, reports,
 the README and docs/)."""
+import os
 import sqlite3
 import sys
 from contextlib import closing
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one thread of BLAS and XLA per worker process: the workers already fill the cores, and
+    # two workers each running two BLAS threads on 2 cores only contend (set before NumPy loads;
+    # the processes a test starts inherit it)
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import numpy as np
 import pytest

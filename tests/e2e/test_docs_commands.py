@@ -68,6 +68,7 @@ def test_the_full_test_command_is_the_one_ci_runs():
     assert all(c in ci for c in full), full
 
 
+@pytest.mark.slow  # collects the whole suite twice in fresh processes
 def test_the_pytest_commands_select_tests():
     """Each pytest command of a page (but the whole suite, which CI runs) collects tests: the
     marker expression selects some and leaves some out, a named file exists and collects."""

@@ -417,7 +417,7 @@ def test_ray_address_at_a_port_that_is_not_ray_fails_fast(capsys, workdir, monke
         port = srv.getsockname()[1]
     from fco_ray.backends import cluster
 
-    monkeypatch.setattr(cluster, "ANSWER_WAIT_S", 2.0)  # the silent server: 2 s instead of 10
+    monkeypatch.setattr(cluster, "ANSWER_WAIT_S", 0.5)  # the silent server: 0.5 s instead of 10
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
     path = write(workdir / "s.yaml", {**SWEEP, "tracking": {"uri": f"sqlite:///{workdir}/m.db"}})
     started = time.monotonic()

@@ -164,6 +164,7 @@ def test_unknown_device_is_a_config_error():
         fco_ray.run(config("feddualavg", "lasso", "tpu"))
 
 
+@pytest.mark.slow  # a fresh process that imports JAX and asks it for a GPU
 @pytest.mark.skipif(GPU, reason="checks the error where no GPU is present")
 def test_cuda_without_a_gpu_exits_2(tmp_path):
     import yaml

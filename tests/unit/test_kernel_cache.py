@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import fco_ray
 from fco_ray.ops.kernels import keyed_bits
 
 PACKAGE = Path(fco_ray.__file__).resolve().parent
+pytestmark = pytest.mark.slow  # fresh processes that compile the kernels, some without a cache
 
 PROBE = """
 import sys, tempfile
