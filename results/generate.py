@@ -1256,6 +1256,24 @@ def span2(values: list[float], fmt: str = "{:.2f}") -> str:
     return x if x == y else f"{x}-{y}"
 
 
+@block("bench.config_errors")
+def bench_config_errors() -> str:
+    """benchmarks/results/config_errors.json (`benchmarks/config_errors.py`)."""
+    import statistics
+
+    rec = json.loads(bench_text("config_errors.json"))
+    cases = rec["cases"]
+    base = cases.pop("python -c pass")
+    each = "; ".join(f"`{name}` {min(w):.2f} s (median {statistics.median(w):.2f})" for name, w in cases.items())
+    worst = max(min(w) for w in cases.values())
+    return para(
+        f"Each refusal is a fresh process, exit code 2 and one line of error; minimum over {rec['repeats']} "
+        f"repeats: {each}; `python -c pass` {min(base):.2f} s. The slowest refusal, {worst:.2f} s, is "
+        f"{'under' if worst < 0.5 else 'over'} the goal of half a second ({rec['date']}, commit {rec['commit']}, "
+        f"load average {rec['load_before'][0]:g} before and {rec['load_after'][0]:g} after; "
+        "`benchmarks/results/config_errors.md`).")
+
+
 @block("bench.quickstart")
 def bench_quickstart() -> str:
     t, run = quickstart()
