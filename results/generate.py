@@ -1429,8 +1429,9 @@ def quickstart_output() -> str:
     """How long the quick start took, and its recorded terminal output, abridged: the first
     line, the first and last configuration line, the verdict, the MLflow commands."""
     _, run = quickstart()
-    took = para(f"It took {round(run['wall_seconds'])} s on {run['cpus']} busy cores "
-                "(`results/quickstart_run.json`) and ended like this (abridged):")
+    cold = " from a cold start" if "numba_cache" in run else ""  # numba compiling its kernels
+    took = para(f"It took {round(run['wall_seconds'])} s on {run['cpus']} cores{cold} "
+                "(`results/quickstart_run.json`) and ended (abridged):")
     lines = (RESULTS / "quickstart_output.txt").read_text().splitlines()
     keep = [l for l in lines if l.startswith("sweep quickstart:")]
     runs = [l for l in lines if re.match(r"\[\d+/\d+\] ", l)]
