@@ -54,15 +54,6 @@ def pytest_collection_modifyitems(config, items):
             group = "ray"  # (`ray_down` alone needs no cluster: any worker will do)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
-    # the serial groups first, longest first (the namespace clusters take minutes): a worker
-    # starts on each while the other takes the single tests, instead of a long group last
-    first = {"netns": 0, "ray": 1}
-    items.sort(key=lambda item: first.get(_group(item), 2))
-
-
-def _group(item) -> str | None:
-    marker = item.get_closest_marker("xdist_group")
-    return (marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
 
 
 @pytest.fixture(scope="session")
