@@ -1,6 +1,10 @@
 """Small problems and plain per-client reference loops for the tests."""
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+
 import numpy as np
 
 from fco_ray.ops.random import Key
@@ -111,3 +115,14 @@ def snapshot_saver(folder):
         saved[snapshot.round] = save_snapshot(where, snapshot).parent
 
     return keep, saved
+
+
+def end_process_group(proc: subprocess.Popen, grace: float = 20) -> None:
+    """Stop a server started in a process group of its own (`start_new_session=True`) and
+    every worker it started: SIGTERM to the group, SIGKILL if it outlives `grace` seconds."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -3,10 +3,8 @@ cheap and otherwise in a reduced form (fewer rounds, a tiny problem, a dry mode)
 are read from the pages, so a page that changes a command changes what runs here, and a new
 block fails `test_every_docs_command_is_run_by_a_test` until a test runs it.
 """
-import os
 import re
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +14,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import end_process_group
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = sorted((REPO / "docs").glob("*.md"))
@@ -174,9 +174,4 @@ def serve_until_a_page(argv: list[str], workdir: Path) -> None:
         assert page is not None, (proc.poll(), proc.stderr.read()[-2000:] if proc.poll() is not None else "")
         assert page[0] == 200 and "<html" in page[1].lower(), page
     finally:  # the server and the workers it started, by the group of the process started here
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        end_process_group(proc)

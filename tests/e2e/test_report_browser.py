@@ -17,7 +17,6 @@ import functools
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+
+from tests.helpers import end_process_group
 
 from fco_ray.report import render_report
 from fco_ray.report.figures import PALETTE
@@ -163,12 +164,7 @@ def served(tmp_path_factory):
                **sweep}
     finally:
         static.shutdown()
-        os.killpg(mlflow.pid, signal.SIGTERM)
-        try:
-            mlflow.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(mlflow.pid, signal.SIGKILL)
-            mlflow.wait()
+        end_process_group(mlflow)
 
 
 def test_report_page_shows_figures_and_best_table(served, tmp_path):
