@@ -667,11 +667,6 @@ def e2_centralized() -> str:
                 f"validation MSE {s0['val_mse']:.3f}.")
 
 
-@block("e2.final")
-def e2_final() -> str:
-    return e2_table(e2("round1500"))
-
-
 @block("e2.final_text")
 def e2_final_text() -> str:
     t = e2("round1500")
@@ -729,9 +724,9 @@ def e2_distances() -> str:
         "stochastic iterates.")
 
 
-@block("e2.round80")
-def e2_round80() -> str:
-    return e2_table(e2("round80"))
+# the E2 table at each recorded round (results/e2_round80_trials.csv, ...; "final": round 1500)
+for _name, _round in (("e2.final", "round1500"), ("e2.round80", "round80"), ("e2.round400", "round400")):
+    block(_name)(lambda r=_round: e2_table(e2(r)))
 
 
 @block("e2.round80_text")
@@ -743,11 +738,6 @@ def e2_round80_text() -> str:
                 f"{e2_best(t400, 'fedmid', p)['train_loss'].mean():.2f} at round 400, "
                 f"{e2_best(t1500, 'fedmid', p)['train_loss'].mean():.2f} at round 1500), so this table shows "
                 "speed, not the end point.")
-
-
-@block("e2.round400")
-def e2_round400() -> str:
-    return e2_table(e2("round400"))
 
 
 @block("e2.round400_text")
