@@ -28,7 +28,10 @@ class LocalRay:
     def up(self) -> None:
         ray = pytest.importorskip("ray")
         if not ray.is_initialized():
-            ray.init(address="local", num_cpus=2, include_dashboard=False)
+            # log_to_driver off, as on fco-ray's own local clusters: a worker's output
+            # (a trial's "Checkpoint successfully created") would otherwise reach this
+            # process's stderr late, deduplicated, inside a later test's captured output
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
 
     def down(self) -> None:
         ray = pytest.importorskip("ray")

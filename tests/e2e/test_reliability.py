@@ -3,7 +3,6 @@ sweep wait without end. Each is refused with one line naming the file, line or k
 before any work, or stops cleanly and stays resumable."""
 import importlib.util
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -20,16 +19,10 @@ from tests.e2e.test_bad_input import RUN, SWEEP, changed
 REPO = Path(__file__).resolve().parents[2]
 
 
-#: a line Ray forwards from a worker of this process's earlier session (e.g. a trial's
-#: "Checkpoint successfully created", deduplicated and printed late): not fco-ray's output
-RAY_WORKER_LINE = re.compile(r"^(\x1b\[\d+m)?\([\w.]*\s?pid=\d+")
-
-
 def refused(capsys, argv, *fragments):
     """`fco-ray argv` exits 2 with one line holding every fragment; returns the line."""
     code = main(argv)
-    err = "".join(line for line in capsys.readouterr().err.splitlines(keepends=True)
-                  if not RAY_WORKER_LINE.match(line))
+    err = capsys.readouterr().err
     assert code == 2, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     for fragment in fragments:

@@ -88,7 +88,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 @pytest.fixture(scope="module")
 def cluster(local_ray):
     local_ray.down()  # a job of its own: the hook registers the failing problem in its workers
-    ray.init(address="local", num_cpus=2, include_dashboard=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"worker_process_setup_hook": register_failing_lasso})
     yield
     ray.shutdown()

@@ -69,7 +69,7 @@ def nodes():
         ray.shutdown()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
-    ray.init(address=cluster.address,
+    ray.init(address=cluster.address, log_to_driver=False,
              runtime_env={"worker_process_setup_hook": register_slow_lasso})
     cluster.wait_for_nodes()
     yield cluster, workers

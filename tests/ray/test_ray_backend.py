@@ -55,7 +55,7 @@ def cluster(local_ray):
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     c.add_node(num_cpus=2)
     c.wait_for_nodes()
-    ray.init(address=c.address)
+    ray.init(address=c.address, log_to_driver=False)
     yield c
     ray.shutdown()
     c.shutdown()
