@@ -141,6 +141,20 @@ class Prepared:
         return self.problem if self.lams is None else self.problem.with_lam(self.lams[index])
 
 
+def data_key(cfg: RunConfig) -> str:
+    """Configurations with equal keys run on the same data: equal problem sections (lam
+    aside where it weighs psi alone, `ProblemParams.fusable_lam`) and the same seed. A
+    problem built for one of them serves every other through `built_for`."""
+    section = cfg.problem.model_dump(mode="json", exclude={"lam"} if cfg.problem.fusable_lam else None)
+    return json.dumps([section, cfg.seed], sort_keys=True)
+
+
+def built_for(problem: Problem, cfg: RunConfig) -> Problem:
+    """`problem`, built for a configuration of `cfg`'s `data_key`, as `cfg`'s own: the same
+    data (shared), `cfg`'s lam."""
+    return problem.with_lam(cfg.problem.lam) if cfg.problem.fusable_lam else problem
+
+
 def build(cfg: RunConfig) -> Problem:
     """The problem of `cfg` (its data read or generated), errors as ConfigError."""
     try:
@@ -177,18 +191,18 @@ def prepare(configs: list[RunConfig], problem: Problem | None = None) -> Prepare
 def prepare_groups(configs: list[RunConfig], *, problem: Problem | None = None, fuse: bool = True,
                    max_group: int | None = None) -> list[Prepared]:
     """The `groups` of `configs`, each `prepare`d, in first-seen order; consecutive groups on
-    the same problem (section and seed) share one built problem. `problem`: a custom instance
-    that every configuration runs on instead of building its problem section."""
+    the same data (`data_key`) share one built problem. `problem`: a custom instance that
+    every configuration runs on instead of building its problem section."""
     out: list[Prepared] = []
     built: tuple[str, Problem] | None = None
     for members in groups(configs, max_group, fuse):
         chosen = [configs[i] for i in members]
         on = problem
         if on is None:
-            key = json.dumps([chosen[0].problem.model_dump(mode="json"), chosen[0].seed], sort_keys=True)
+            key = data_key(chosen[0])
             if built is None or built[0] != key:
                 built = (key, build(chosen[0]))
-            on = built[1]
+            on = built_for(built[1], chosen[0])
         out.append(prepare(chosen, on))
     return out
 

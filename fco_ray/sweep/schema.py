@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..algorithms import ALGORITHMS
 from ..core.checks import fitting_algorithms, unknown_name
 from ..core.config import MAX_ROUNDS, RunConfig, parse_run, validate_model
-from ..core.plan import build, check_problem
+from ..core.plan import build, check_problem, data_key
 from ..core.plan import groups as config_groups
 from ..problems import PROBLEMS
 from ..runtime.errors import ConfigError, short_repr
@@ -255,6 +255,14 @@ class Sweep:
     source: str  # the sweep as YAML (the file, or its resolved form after --set)
     #: validated run configs by point (`run_config`): each point is parsed once
     parsed: dict = field(default_factory=dict, compare=False, repr=False)
+    #: the problems `load_sweep` built to check the trials, by `data_key`: the driver hands
+    #: them to the trials (`run_sweep`), which then build only those of other data
+    problems: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __getstate__(self) -> dict:
+        # pickled with Tune's experiment state (the logger, the resources function): never
+        # the data; the trials get the problems through their own parameter
+        return {**self.__dict__, "problems": {}}
 
     @property
     def name(self) -> str:
@@ -508,13 +516,15 @@ def point_text(point: dict) -> str:
 
 def _check_against_problem(sweep: Sweep, trials: list, path: Path) -> None:
     """What only the problem's data can tell, for the trials sharing one problem section
-    (built once, with the first trial's seed): the data can be read (e.g. `problem.path` exists), each trial's
+    (built once, with the first trial's seed, and kept in `sweep.problems` for the trials
+    on its data): the data can be read (e.g. `problem.path` exists), each trial's
     clients_per_round fits its training clients, and the Tune metric is one that each
     algorithm reports (from the declared metric names: nothing is run)."""
     try:
         problem = build(trials[0][1])
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
+    sweep.problems[data_key(trials[0][1])] = problem
     names = problem.metric_names()
     for point, cfg in trials:
         try:

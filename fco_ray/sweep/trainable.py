@@ -1,7 +1,9 @@
 """The Tune side of one trial: its resources, its name, and the trainable that runs it.
 
 A trial's configurations are validated once (`Sweep.run_config`) and prepared once
-(`fco_ray.core.plan.prepare`: its problem built and checked) in the trial. The trainable reports every evaluated round with
+(`fco_ray.core.plan.prepare`: its problem checked) in the trial, on the problem the driver
+built to check the sweep where the trial runs on that data (`problems`, from Ray's object
+store: shared by the trials of a node, not copied), else built there. The trainable reports every evaluated round with
 `tune.report({...metrics, "round": r, "timesteps_total": r, "status": s})`; a diverged
 trial ends with a last report whose metric is the worst value, so it ranks last.
 A finished trial's last report carries a Tune checkpoint holding its artifacts
@@ -31,7 +33,7 @@ from ..algorithms import ALGORITHMS
 from ..core.checkpoint import FILE as SNAPSHOT_FILE
 from ..core.checkpoint import Snapshot, load_snapshot, save_snapshot
 from ..core.config import BackendConfig
-from ..core.plan import prepare
+from ..core.plan import built_for, data_key, prepare
 from ..tracking.runs import write_artifacts
 from .schema import FIXED_POINT_KEYS, Sweep
 
@@ -64,7 +66,7 @@ def member_key(trial_id: str, index: int) -> str:
     return f"{trial_id}-{index}"
 
 
-def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
+def train_trial(tune_config: dict, sweep: Sweep, finished: dict, problems: dict | None = None) -> None:
     """The Tune trainable: a group of configurations (one or more; `fco_ray.core.plan.prepare`),
     reporting every evaluated round.
 
@@ -77,7 +79,8 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
     driver's MLflow logger attaches to the configuration's run.
 
     `finished`: configurations already FINISHED in MLflow before an interruption (by key):
-    a resumed sweep reports them instead of running them again."""
+    a resumed sweep reports them instead of running them again. `problems`: the problems the
+    driver built, by `data_key` (`Sweep.problems`)."""
     points = sweep.members_of(tune_config)
     trial_id, size = tune.get_context().get_trial_id(), len(points)
     done = [finished.get(member_key(trial_id, j)) for j in range(size)]
@@ -121,7 +124,9 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict) -> None:
         pending[:] = [snapshot]
 
     every = sweep.checkpoint_every(rounds) if stateless else 0
-    prepared = prepare(configs)  # the trial's configurations are one group
+    built = (problems or {}).get(data_key(configs[0]))
+    # the trial's configurations are one group, on the driver's problem where it has it
+    prepared = prepare(configs, None if built is None else built_for(built, configs[0]))
     results = prepared.run(on_round, start=start, checkpoint_every=every, on_checkpoint=hold)
     models = {j: model for j, r in enumerate(results) if (model := prepared.model(j, r)) is not None}
     if not models or last["rows"] is None:  # every configuration diverged

@@ -247,3 +247,39 @@ def test_a_sweep_file_sets_the_divergence_bound(tmp_path):
     assert load_sweep(write_sweep(tmp_path)).run_config(point).divergence == 1e3
     with pytest.raises(ConfigError, match="divergence"):
         load_sweep(write_sweep(tmp_path, divergence=0.5))
+
+
+@pytest.mark.ray
+def test_trials_run_on_the_problems_the_driver_built(ray_cluster, tmp_path):
+    """The driver builds each problem once to check the sweep; the trials run on those
+    (Ray's object store), not on a second build: with the data file gone after `load_sweep`,
+    the sweep still runs, every trial equal to its own run."""
+    from fco_ray.core.plan import data_key
+
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(60):
+        cols = np.sort(rng.choice(20, 4, replace=False)) + 1
+        lines.append(f"{rng.integers(0, 2)} qid:{i % 5} " + " ".join(f"{c}:{rng.random():.3f}" for c in cols))
+    data = tmp_path / "data.svm"
+    data.write_text("\n".join(lines) + "\n")
+    problem = {"name": "sparse_text_logreg", "dataset": "libsvm", "path": str(data), "test_fraction": 0.2}
+    path = write_sweep(tmp_path, name="built_once", problem=problem, algorithms=["fedmid"],
+                       algorithm={"clients_per_round": 3, "local_steps": 2, "client_lr": 0.5},
+                       search={"grid": {"problem.lam": [1e-3, 1e-2]}}, rounds=4, eval_every=2,
+                       tune={"metric": "train_loss", "mode": "min"})
+    sweep = load_sweep(path)
+    assert set(sweep.problems) == {data_key(sweep.run_config(p)) for p in sweep.points()}
+    data.unlink()
+    outcome = run_sweep(path, storage=tmp_path / "ray_results", echo=lambda line: None, sweep=sweep)
+    assert outcome.ok
+    store = Store(outcome.tracking_uri)
+    runs = children(store, find_parent(store, outcome.experiment_id, "built_once"))
+    assert len(runs) == 2
+    data.write_text("\n".join(lines) + "\n")  # back, for the runs to compare with
+    for run in runs:
+        lam = float(run.data.params["problem.lam"])
+        point = next(p for p in sweep.points() if p["problem.lam"] == lam)
+        alone = fco_ray.run(sweep.trial_config(point))
+        values = [m.value for m in store.client.get_metric_history(run.info.run_id, "train_loss")]
+        np.testing.assert_allclose(values, alone["train_loss"], rtol=1e-9)

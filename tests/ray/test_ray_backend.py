@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -154,12 +156,25 @@ def test_data_stays_on_actors_and_dead_actors_raise(cluster):
         assert max(received) < data_bytes / 100
 
         ray.kill(backend.actors[1])  # a dead actor is an error, not a hang
+        wait_until_dead(backend.actors[1])
         with pytest.raises(RuntimeError, match="actor of the ray backend died"):
             backend.map_clients(make_group([algorithm]), payload, ids, Key(3, 1, ids))
         with pytest.raises(ValueError, match=r"client ids must be in \[0, 16\), got 0..16"):
             backend.map_clients(make_group([algorithm]), payload, np.arange(17), Key(3, 1, np.arange(17)))
     finally:
         backend.close()
+
+
+def wait_until_dead(actor, timeout: float = 60.0) -> None:
+    """`ray.kill` is asynchronous: a call sent at once may still run (seen under load)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.stats.remote())
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the actor was not dead {timeout:.0f} s after ray.kill")
 
 
 def test_cluster_too_small_is_a_clear_error(cluster):
