@@ -521,10 +521,11 @@ def section_sweep(out: dict, quick: bool, repeats: int) -> None:
     # (--quick: every sweep on one 1-CPU cluster, one cluster start instead of two)
     ray.init(num_cpus=1 if quick else os.cpu_count(), include_dashboard=False, log_to_driver=False)
     res["ray_init_s"] = time.perf_counter() - t
+    one = {"algorithm.client_lr": [1e-3], "algorithm.server_lr": [1.0]}
     try:
-        # throughput at two lengths: wall time per trial = a + b * rounds
-        short = sweep("short", 10 if quick else 100, eval_every)
-        long_ = sweep("long", 20 if quick else 1000, eval_every)
+        # throughput at two lengths: wall time per trial = a + b * rounds (--quick: one trial each)
+        short = sweep("short", 10 if quick else 100, eval_every, one if quick else grid)
+        long_ = sweep("long", 20 if quick else 1000, eval_every, one if quick else grid)
     finally:
         if not quick:
             ray.shutdown()
@@ -533,7 +534,6 @@ def section_sweep(out: dict, quick: bool, repeats: int) -> None:
     if not quick:
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
-        one = {"algorithm.client_lr": [1e-3], "algorithm.server_lr": [1.0]}
         length = 10 if quick else 200
         few = sweep("few_reports", length, length, one)
         many = sweep("many_reports", length, 1, one)

@@ -80,7 +80,8 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict, problems: dict 
 
     `finished`: configurations already FINISHED in MLflow before an interruption (by key):
     a resumed sweep reports them instead of running them again. `problems`: the problems the
-    driver built, by `data_key` (`Sweep.problems`)."""
+    driver built, by `data_key` (`Sweep.problems`), as its checks left them (they evaluated
+    the initial model: a problem keeps no state between calls)."""
     points = sweep.members_of(tune_config)
     trial_id, size = tune.get_context().get_trial_id(), len(points)
     done = [finished.get(member_key(trial_id, j)) for j in range(size)]

@@ -98,11 +98,16 @@ def _head(ray_tmpdir, *flags, **env_extra):
             proc.wait()
 
 
-@pytest.fixture
-def unrelated_head(ray_tmpdir):
-    """Someone else's local cluster, on the machine's network address (Ray's default)."""
-    with _head(ray_tmpdir) as head:
-        yield head
+@pytest.fixture(scope="module")
+def unrelated_head():
+    """Someone else's local cluster, on the machine's network address (Ray's default), in a
+    private Ray temp dir of its own: one for the module (its tests join it and leave it)."""
+    path = tempfile.mkdtemp(prefix="fr", dir="/tmp")
+    try:
+        with _head(path) as head:
+            yield head
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 _PROBE = r"""

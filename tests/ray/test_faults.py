@@ -68,11 +68,15 @@ def register_failing_lasso():
     @register_problem("failing_lasso", FailingLassoParams)
     def build(p, seed):
         problem = make_lasso(seed=seed, **p.model_dump(exclude={"name", "data_seed", "fail_at_eval"}))
-        evaluate, calls = problem.evaluate, [0]
+        # evaluations counted per process: a sweep's driver evaluates the problem once to
+        # check its metric names, then hands that instance to the trial (counts and all)
+        evaluate, calls = problem.evaluate, {}
 
         def failing_evaluate(params):
-            calls[0] += 1
-            if calls[0] == p.fail_at_eval:
+            import os
+
+            calls[os.getpid()] = calls.get(os.getpid(), 0) + 1
+            if calls[os.getpid()] == p.fail_at_eval:
                 raise np.linalg.LinAlgError("SVD did not converge")
             return evaluate(params)
 

@@ -22,8 +22,9 @@ tracking server the page asks for.
   configuration has every round once, equal to the local backend's, and the lost actor
   was restarted (or its trial rerun from its checkpoint).
 
-Root only (network namespaces); skips with the reason elsewhere. Every process the test
-starts runs in one of its namespaces and is killed with it, also when the test fails.
+The two tests share one cluster (`nodes`, started once for the module; the link cut comes
+last). Root only (network namespaces); skips with the reason elsewhere. Every process the
+tests start runs in one of the namespaces and is killed with it, also when a test fails.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ import re
 import shutil
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -85,16 +87,40 @@ def with_cpus(lines: list[str], cpus: int) -> list[str]:
     return [f"{line} --num-cpus {cpus}" if line.startswith("ray start") else line for line in lines]
 
 
-@pytest.fixture
-def network(tmp_path):
-    """A network of the test's own (tests/ray/netns.py); its hosts are created in the test
-    (`with`), and everything left is killed and deleted here, also after a failure."""
+@dataclass
+class Nodes:
+    """The cluster both tests use, started once: the repository's copy the hosts run in,
+    the head (no CPUs), two workers (1 CPU each) and the client (the user's machine, with
+    the head's token)."""
+
+    clone: Path
+    head: Host
+    w1: Host
+    w2: Host
+    client: Host
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory):
+    """One network of this module's own (tests/ray/netns.py) with docs/cluster.md's cluster
+    on it (three nodes and the client take ~40 s to start on 2 cores: once, not per test);
+    everything left is killed and deleted here, also after a failure. The head's health
+    checks are fast (FAST_HEALTH_CHECKS) for the link-cut test."""
     reason = unavailable()
     if reason:
         pytest.skip(reason)
-    net = Network(tmp_path / "hosts")  # the nodes' Ray logs stay with the test's files
+    root = tmp_path_factory.mktemp("netns")
+    net = Network(root / "hosts")  # the nodes' Ray logs stay with the test's files
+    clone = root / "clone"
+    clone.mkdir()
+    copy_repository(clone)
     try:
-        yield net
+        with ray_head(net, clone, FAST_HEALTH_CHECKS) as head, \
+                ray_worker(net, "w1", head, clone) as w1, \
+                ray_worker(net, "w2", head, clone) as w2, \
+                net.host("client", QUIET) as client:
+            give_token(head, client)
+            yield Nodes(clone, head, w1, w2, client)
     finally:
         net.close()
 
@@ -166,6 +192,13 @@ def state_api(client: Host, head: Host, what: str, clone: Path) -> list[dict]:
     return json.loads(done.stdout[done.stdout.index("["):])
 
 
+def job_id(client: Host, head: Host, clone: Path, output: str) -> str:
+    """The Ray job id of the job whose `ray job submit` printed `output`."""
+    submission = re.search(r"Job '([\w-]+)' submitted successfully", output).group(1)
+    jobs = state_api(client, head, "jobs", clone)
+    return next(j["job_id"] for j in jobs if j.get("submission_id") == submission)
+
+
 def expected_run(algorithm: str, lr: float, rounds: int, eval_every: int):
     """The same configuration on the local backend, in this process."""
     return fco_ray.run({"problem": LASSO, "algorithm": {"name": algorithm, **ALGORITHM, "client_lr": lr},
@@ -202,22 +235,15 @@ def assert_rows_equal_local(db: Path, sweep: str, rounds: int, eval_every: int) 
     return runs
 
 
-def test_sweep_across_namespaces(network, tmp_path):
-    clone = tmp_path / "clone"
-    clone.mkdir()
-    copy_repository(clone)
+def test_sweep_across_namespaces(nodes, tmp_path):
+    clone, head, w1, w2, client = nodes.clone, nodes.head, nodes.w1, nodes.w2, nodes.client
     rounds, every = 40, 10
     sweep = write_sweep(clone, "netns", rounds, every)
     db = clone / "mlflow.db"
-    hosts = []
-    with ray_head(network, clone) as head, \
-            ray_worker(network, "w1", head, clone) as w1, \
-            ray_worker(network, "w2", head, clone) as w2, \
-            network.host("client", QUIET) as client:
-        hosts = [head, w1, w2]
-        give_token(head, client)
-        # the MLflow tracking server of docs/cluster.md, on the client (the user's machine)
-        mlflow = doc_mlflow_server(client, clone, db)
+    hosts = [head, w1, w2]
+    # the MLflow tracking server of docs/cluster.md, on the client (the user's machine)
+    mlflow = doc_mlflow_server(client, clone, db)
+    try:
         submit = client.popen(submit_script(head, sweep, f"http://{client.address}:5000",
                                             clone / "ray_results"), cwd=clone, log=tmp_path / "submit.log")
         seen: dict[tuple, object] = {}  # every listening socket seen while the sweep runs
@@ -232,20 +258,22 @@ def test_sweep_across_namespaces(network, tmp_path):
         # placement: the sweep's driver ran on the head, the trials and their client actors
         # on the workers, never an actor beside its trial (every call crossed the links)
         assert {name for name, _, _, process in seen if process == "fco-ray"} == {"head"}
-        nodes = {n["node_id"]: n["node_ip"] for n in state_api(client, head, "nodes", clone)}
-        actors = state_api(client, head, "actors", clone)
+        nodes_by_id = {n["node_id"]: n["node_ip"] for n in state_api(client, head, "nodes", clone)}
+        job = job_id(client, head, clone, output)  # the module's cluster runs both tests' jobs
+        actors = [a for a in state_api(client, head, "actors", clone) if a["job_id"] == job]
         shards = [a for a in actors if a["class_name"] == "ShardWorker"]
-        trials = {a["placement_group_id"]: nodes[a["node_id"]] for a in actors
+        trials = {a["placement_group_id"]: nodes_by_id[a["node_id"]] for a in actors
                   if a["class_name"] == "ImplicitFunc"}  # Tune's trial actors
         assert shards and trials and set(trials.values()) <= {w1.address, w2.address}, actors
         for shard in shards:  # in its trial's placement group, on the other worker
-            assert nodes[shard["node_id"]] in {w1.address, w2.address} - {trials[shard["placement_group_id"]]}
+            assert nodes_by_id[shard["node_id"]] in {w1.address, w2.address} - {trials[shard["placement_group_id"]]}
 
         # sockets: each node's own address or loopback, or one Ray binds to all interfaces
         (tmp_path / "sockets.txt").write_text("".join(f"{k}\n" for k in sorted(seen)))
         for (name, bound, port, process), (host, s) in sorted(seen.items()):
             assert bound in (host.address, "127.0.0.1") or everywhere(s), f"{name}: {s}"
         probe_without_token(client, head, [v for v in seen.values()], clone)
+    finally:
         mlflow.terminate()
     assert_rows_equal_local(db, "netns", rounds, every)
 
@@ -341,53 +369,49 @@ def wait_for(what: str, condition, timeout: float, every: float = 1.0):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def test_worker_link_cut_mid_sweep(network, tmp_path):
-    clone = tmp_path / "clone"
-    clone.mkdir()
-    copy_repository(clone)
+def test_worker_link_cut_mid_sweep(nodes, tmp_path):
+    clone, head, w1, w2, client = nodes.clone, nodes.head, nodes.w1, nodes.w2, nodes.client
     rounds, every = 1000, 50
     sweep = write_sweep(clone, "netcut", rounds, every, checkpoint_every=250, max_failures=3)
-    db = clone / "mlflow.db"  # the README's store: the driver runs on the head, which can write it
-    with ray_head(network, clone, FAST_HEALTH_CHECKS) as head, \
-            ray_worker(network, "w1", head, clone) as w1, \
-            ray_worker(network, "w2", head, clone) as w2, \
-            network.host("client", QUIET) as client:
-        give_token(head, client)
-        script = submit_script(head, sweep, f"sqlite:///{db}", clone / "ray_results")
-        submit = client.popen(script, cwd=clone, log=tmp_path / "submit.log")
-        # mid-trial, both workers busy: the trial on one, its client actor on the other,
-        # which is the one cut (found by its process's name, `ray::ShardWorker`)
-        log = tmp_path / "submit.log"
+    db = clone / "netcut.db"  # a SQLite store: the driver runs on the head, which can write it
+    # no client actor left from an earlier job on the module's cluster: the one seen is this sweep's
+    wait_for("the earlier jobs' client actors to end",
+             lambda: not any("ray::ShardWorke" in w.processes() for w in (w1, w2)), 120, 1.0)
+    script = submit_script(head, sweep, f"sqlite:///{db}", clone / "ray_results")
+    submit = client.popen(script, cwd=clone, log=tmp_path / "submit.log")
+    # mid-trial, both workers busy: the trial on one, its client actor on the other,
+    # which is the one cut (found by its process's name, `ray::ShardWorker`)
+    log = tmp_path / "submit.log"
 
-        def actor_under_way():
-            assert submit.poll() is None, log.read_text()[-6000:]
-            holders = [w for w in (w1, w2) if "ray::ShardWorke" in w.processes()]
-            return holders[0] if len(holders) == 1 else None
+    def actor_under_way():
+        assert submit.poll() is None, log.read_text()[-6000:]
+        holders = [w for w in (w1, w2) if "ray::ShardWorke" in w.processes()]
+        return holders[0] if len(holders) == 1 else None
 
-        lost = wait_for("a trial under way with its client actor", actor_under_way, 300, 0.2)
-        lost.cut()
-        cut_at = time.monotonic()
+    lost = wait_for("a trial under way with its client actor", actor_under_way, 300, 0.2)
+    lost.cut()
+    cut_at = time.monotonic()
 
-        def declared_dead():
-            nodes = state_api(client, head, "nodes", clone)
-            return any(n["node_ip"] == lost.address and n["state"] == "DEAD" for n in nodes)
+    def declared_dead():
+        nodes = state_api(client, head, "nodes", clone)
+        return any(n["node_ip"] == lost.address and n["state"] == "DEAD" for n in nodes)
 
-        wait_for("the head to declare the cut worker dead", declared_dead, 180, 2.0)
-        dead_after = time.monotonic() - cut_at
-        # the link back: the worker's raylet hears it was declared dead and ends itself
-        # (docs/cluster.md: such a worker must be started again); then the worker again
-        lost.restore()
-        wait_for("the cut worker's raylet to end", lambda: "raylet" not in lost.processes(), 120, 1.0)
-        lost.kill()  # what is left of its processes (workers, agents), if anything
-        start_worker(head, lost, clone)
-        submit.wait(timeout=900)
-        output = log.read_text()
-        if submit.returncode != 0:  # the sweep stopped: it must say how to finish it
-            assert f"fco-ray sweep {sweep} --resume" in output, output[-6000:]
-            client.run(script + " --resume", cwd=clone, timeout=900)
-        else:
-            assert "succeeded" in output, output[-6000:]
-        actors = state_api(client, head, "actors", clone)
+    wait_for("the head to declare the cut worker dead", declared_dead, 180, 2.0)
+    dead_after = time.monotonic() - cut_at
+    # the link back: the worker's raylet hears it was declared dead and ends itself
+    # (docs/cluster.md: such a worker must be started again); then the worker again
+    lost.restore()
+    wait_for("the cut worker's raylet to end", lambda: "raylet" not in lost.processes(), 120, 1.0)
+    lost.kill()  # what is left of its processes (workers, agents), if anything
+    start_worker(head, lost, clone)
+    submit.wait(timeout=900)
+    output = log.read_text()
+    if submit.returncode != 0:  # the sweep stopped: it must say how to finish it
+        assert f"fco-ray sweep {sweep} --resume" in output, output[-6000:]
+        client.run(script + " --resume", cwd=clone, timeout=900)
+    else:
+        assert "succeeded" in output, output[-6000:]
+    actors = state_api(client, head, "actors", clone)
     runs = assert_rows_equal_local(db, "netcut", rounds, every)
     # the client actor on the cut worker was lost and restarted by Ray on the worker back
     # (or, if the trial failed meanwhile, the trial was rerun by Tune from its checkpoint)
