@@ -447,7 +447,8 @@ def section_ray(out: dict, quick: bool, repeats: int) -> None:
         measure(res["single_node"], [1] if quick else [1, 2, 4], "pack",
                 "one node, 4 logical CPUs on 2 cores")
     finally:
-        ray.shutdown()
+        if not quick:  # (--quick: the sweep section runs on this cluster too)
+            ray.shutdown()
 
     if quick:  # the smoke run stops here: the simulated multi-node cluster takes most of a minute
         res["multi_node_skipped"] = "--quick"
@@ -518,8 +519,9 @@ def section_sweep(out: dict, quick: bool, repeats: int) -> None:
         return r
 
     t = time.perf_counter()
-    # (--quick: every sweep on one 1-CPU cluster, one cluster start instead of two)
-    ray.init(num_cpus=1 if quick else os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    # (--quick: every sweep, one trial each, on one cluster: the ray section's if it ran)
+    if not (quick and ray.is_initialized()):
+        ray.init(num_cpus=1 if quick else os.cpu_count(), include_dashboard=False, log_to_driver=False)
     res["ray_init_s"] = time.perf_counter() - t
     one = {"algorithm.client_lr": [1e-3], "algorithm.server_lr": [1.0]}
     try:

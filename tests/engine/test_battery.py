@@ -104,3 +104,25 @@ def test_ray_actors_give_the_local_numbers(ray_cluster, algorithm, problem):
     assert on_ray.attrs["status"] == local.attrs["status"] == "finished"
     for column in local.columns:
         np.testing.assert_allclose(on_ray[column], local[column], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("problem", sorted(SMALL))
+def test_a_problem_from_the_object_store_runs_every_fitting_pair(ray_cluster, problem):
+    """A sweep's trials run on the problem its driver built, taken from Ray's object store
+    (its arrays then read-only, shared by the node's trials): every fitting pair runs on
+    it and gives the numbers of a problem built in place."""
+    import ray
+
+    from fco_ray.core.plan import build, prepare
+
+    algorithms = [a for a, p in FITTING if p == problem]
+    shared = ray.get(ray.put(build(parse_run(config(algorithms[0], problem)))))
+    for algorithm in algorithms:
+        cfg = parse_run(config(algorithm, problem))
+        (result,) = prepare([cfg], shared).run()
+        local = fco_ray.run(config(algorithm, problem))
+        assert result.status == local.attrs["status"] == "finished", algorithm
+        for column in local.columns:
+            np.testing.assert_allclose([r[column] for r in result.records], local[column],
+                                       rtol=1e-12, atol=0, err_msg=f"{algorithm}: {column}")
