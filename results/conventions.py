@@ -72,7 +72,8 @@ def lam_scan(exp: str, quick: bool) -> dict:
                              **{k: float(v) for k, v in metrics.items()},
                              "solve_s": round(time.perf_counter() - start, 2)})
                 print(exp, rows[-1], flush=True)
-    problem = resolve({"problem": section, "algorithm": {"name": "fedmid"}}).problem.model_dump()
+    problem = resolve({"problem": {**section, scan["key"]: values[0]},
+                       "algorithm": {"name": "fedmid"}}).problem.model_dump()
     return {"problem": problem, "key": scan["key"], "lams": scan["lams"], "values": values,
             "rows": rows}
 
