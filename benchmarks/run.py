@@ -500,6 +500,7 @@ def section_sweep(out: dict, quick: bool, repeats: int) -> None:
         sets = [f"name=bench_{tag}", f"search.grid={json.dumps(grid)}", "seeds=[0]",
                 f"rounds={rounds}", f"eval_every={every}", "report=false",
                 f"tracking.uri=sqlite:///{work / tag}.db", f"tracking.experiment=bench_{tag}"]
+        sets += ["algorithms=[feddualavg]"] if quick else []  # --quick: one trial per sweep
         cpus = ray.cluster_resources().get("CPU", 0)
         t = time.perf_counter()
         outcome = run_sweep(E1_SWEEP, sets, storage=work / "ray_results", echo=lambda s: None)
@@ -525,7 +526,7 @@ def section_sweep(out: dict, quick: bool, repeats: int) -> None:
     res["ray_init_s"] = time.perf_counter() - t
     one = {"algorithm.client_lr": [1e-3], "algorithm.server_lr": [1.0]}
     try:
-        # throughput at two lengths: wall time per trial = a + b * rounds (--quick: one trial each)
+        # throughput at two lengths: wall time per trial = a + b * rounds
         short = sweep("short", 10 if quick else 100, eval_every, one if quick else grid)
         long_ = sweep("long", 20 if quick else 1000, eval_every, one if quick else grid)
     finally:
