@@ -1561,11 +1561,11 @@ def diverged_detail(t: pd.DataFrame, algorithms: list[str], server_rates: list[f
 
 
 def detected(t: pd.DataFrame, every: int) -> str:
-    """The rounds at which the diverged runs of `t` were found (the evaluation after their
-    last recorded row)."""
+    """When the diverged runs of `t` ended: before the evaluation after their last recorded
+    row (the engine also ends a run at any round whose model is not finite)."""
     rounds = t.loc[t["status"] == "diverged", "last_round"] + every
     lo, hi = int(rounds.min()), int(rounds.max())
-    return f"round {lo}" if lo == hi else f"rounds {lo}-{hi}"
+    return f"by round {lo}" if lo == hi else f"by rounds {lo}-{hi}"
 
 
 @block("results.shift")
@@ -1587,7 +1587,7 @@ def results_shift(record: dict | None = None) -> str:
     for s in bad:
         at = main[main["shift"] == s]
         found.append(f"diverges in {int((at['status'] == 'diverged').sum())} of {len(at)} at {sh(s)} "
-                     f"(detected at {detected(at, every)}): "
+                     f"(ended {detected(at, every)}): "
                      + diverged_detail(at, r["algorithms"], r["server_rates"]))
     text = ("**Client heterogeneity (`problem.shift`).** Client m's features are `mu_m + delta` with "
             "`mu_m ~ N(0, shift^2 I)`. The paper does not give the scale of `mu_m`. The shift adds an eigenvalue "
@@ -1612,7 +1612,7 @@ def results_shift(record: dict | None = None) -> str:
         if (at["status"] == "diverged").all():
             iid = 0.0 in tried
             text += (f"Client rate {rate:g} diverges in all {len(at)} runs, at every shift tried "
-                     f"({listing([f'{s:g}' for s in tried])}; detected at {detected(at, every)})"
+                     f"({listing([f'{s:g}' for s in tried])}; ended {detected(at, every)})"
                      + (f", IID clients included: the minibatch of {alg['batch_size']} samples in d = "
                         f"{problem['dim']} alone bounds the rate. " if iid else ". "))
         else:

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
+import ray
 import yaml
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
@@ -159,12 +160,14 @@ def _fit(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: b
     """Tune's run of the sweep (new or restored), its end in MLflow and its report."""
     echo(f"sweep {sweep.name}: {_trials_text(sweep)}; Tune state {exp_dir}; "
          f"MLflow {store.uri} experiment {sweep.experiment!r}")
-    problems = dict(sweep.problems)  # to the object store, once: the driver keeps no copy
+    # the problems the driver built to check the sweep, one object each in Ray's object
+    # store (the driver keeps no copy): a trial fetches only its own. They stay there while
+    # this process is connected to Ray (Tune's parameter registry holds them).
+    problems = {key: ray.put(problem) for key, problem in sweep.problems.items()}
     sweep.problems.clear()
     trainable = tune.with_resources(
         tune.with_parameters(train_trial, sweep=sweep, finished=log.finished(), problems=problems),
         TrialResources(sweep))
-    del problems
     if resume:  # the logger comes back with Tune's state (see MLflowLogger.__reduce__)
         tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_errored=True)
     else:

@@ -32,6 +32,7 @@ from ..core.config import MAX_ROUNDS, RunConfig, parse_run, validate_model
 from ..core.plan import build, check_problem, data_key
 from ..core.plan import groups as config_groups
 from ..problems import PROBLEMS
+from ..problems.base import Problem
 from ..runtime.errors import ConfigError, short_repr
 from ..runtime.files import (
     MAX_SWEEP_NAME,
@@ -50,6 +51,10 @@ MAX_NAME = MAX_SWEEP_NAME  # characters of a sweep name
 # just to validate). The paper's largest sweep (E5) has 2,250 configurations; at most
 # MAX_CONFIGURATIONS (fco_ray.runtime.values: the same bound as `fco_ray.run_grid`).
 MAX_SEEDS = 1_000
+#: the problems the driver keeps for its trials take at most this share of the memory
+#: available when the sweep is loaded (`ProblemParams.estimated_bytes`); the trials of
+#: the others build their own
+KEEP_SHARE = 0.25
 MAX_FUSE = 1_024  # configurations per fused trial  # set by `algorithms` and `seeds`, not `search`
 
 
@@ -255,8 +260,9 @@ class Sweep:
     source: str  # the sweep as YAML (the file, or its resolved form after --set)
     #: validated run configs by point (`run_config`): each point is parsed once
     parsed: dict = field(default_factory=dict, compare=False, repr=False)
-    #: the problems `load_sweep` built to check the trials, by `data_key`: the driver hands
-    #: them to the trials (`run_sweep`), which then build only those of other data
+    #: the problems `load_sweep` built to check the trials, by `data_key` (those that fit
+    #: KEEP_SHARE of the memory): the driver hands them to the trials (`run_sweep`), which
+    #: build only the others
     problems: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __getstate__(self) -> dict:
@@ -457,8 +463,15 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
         # lam that weighs only psi changes no data, clients or metric names: checked once
         section = cfg.problem.model_dump(mode="json", exclude={"lam"} if cfg.problem.fusable_lam else None)
         by_problem.setdefault(json.dumps(section, sort_keys=True), []).append((point, cfg))
+    from ..runtime.limits import available_bytes
+
+    room = KEEP_SHARE * available_bytes()  # for the problems kept for the trials
     for trials in by_problem.values():
-        _check_against_problem(sweep, trials, path)
+        problem = _check_against_problem(sweep, trials, path)
+        size = sum((trials[0][1].problem.estimated_bytes() or {}).values())
+        if size <= room:  # else its trials build it
+            sweep.problems[data_key(trials[0][1])] = problem
+            room -= size
     _check_sweep_memory(sweep, [trials[0][1] for trials in by_problem.values()], path)
     _check_report(spec, path)
     return sweep
@@ -466,8 +479,9 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
 
 def _check_sweep_memory(sweep: Sweep, configs: list[RunConfig], path: Path,
                         available: int | None = None) -> None:
-    """The trials that run at once on this machine must fit its memory together: each builds
-    its own problem (`ProblemParams.estimated_bytes`, checked alone when it is built). At
+    """The trials that run at once on this machine must fit its memory together: each holds
+    its problem (`ProblemParams.estimated_bytes`, checked alone when it is built), counted
+    per trial also where they share one the driver kept (an upper bound). At
     once: `tune.max_concurrent`, else as many as this machine's CPUs allow (on a joined
     cluster, RAY_ADDRESS, trials spread over its nodes: not checked here)."""
     import os
@@ -514,17 +528,16 @@ def point_text(point: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in point.items())
 
 
-def _check_against_problem(sweep: Sweep, trials: list, path: Path) -> None:
+def _check_against_problem(sweep: Sweep, trials: list, path: Path) -> Problem:
     """What only the problem's data can tell, for the trials sharing one problem section
-    (built once, with the first trial's seed, and kept in `sweep.problems` for the trials
-    on its data): the data can be read (e.g. `problem.path` exists), each trial's
+    (built once, with the first trial's seed, and returned: `load_sweep` keeps it for the
+    trials on its data): the data can be read (e.g. `problem.path` exists), each trial's
     clients_per_round fits its training clients, and the Tune metric is one that each
     algorithm reports (from the declared metric names: nothing is run)."""
     try:
         problem = build(trials[0][1])
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
-    sweep.problems[data_key(trials[0][1])] = problem
     names = problem.metric_names()
     for point, cfg in trials:
         try:
@@ -538,3 +551,4 @@ def _check_against_problem(sweep: Sweep, trials: list, path: Path) -> None:
             raise ConfigError(f"{path}: tune.metric: {sweep.metric!r} is not reported by "
                               f"{cfg.algorithm.name} on problem {cfg.problem.name!r}; "
                               f"allowed: {sorted(reported)}")
+    return problem

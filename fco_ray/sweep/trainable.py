@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import ray
 from ray import tune
 
 from ..algorithms import ALGORITHMS
@@ -79,9 +80,9 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict, problems: dict 
     driver's MLflow logger attaches to the configuration's run.
 
     `finished`: configurations already FINISHED in MLflow before an interruption (by key):
-    a resumed sweep reports them instead of running them again. `problems`: the problems the
-    driver built, by `data_key` (`Sweep.problems`), as its checks left them (they evaluated
-    the initial model: a problem keeps no state between calls)."""
+    a resumed sweep reports them instead of running them again. `problems`: Ray object refs
+    of the problems the driver built, by `data_key` (`Sweep.problems`), as its checks left
+    them (they evaluated the initial model: a problem keeps no state between calls)."""
     points = sweep.members_of(tune_config)
     trial_id, size = tune.get_context().get_trial_id(), len(points)
     done = [finished.get(member_key(trial_id, j)) for j in range(size)]
@@ -125,7 +126,8 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict, problems: dict 
         pending[:] = [snapshot]
 
     every = sweep.checkpoint_every(rounds) if stateless else 0
-    built = (problems or {}).get(data_key(configs[0]))
+    ref = (problems or {}).get(data_key(configs[0]))
+    built = None if ref is None else ray.get(ref)
     # the trial's configurations are one group, on the driver's problem where it has it
     prepared = prepare(configs, None if built is None else built_for(built, configs[0]))
     results = prepared.run(on_round, start=start, checkpoint_every=every, on_checkpoint=hold)

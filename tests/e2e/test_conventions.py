@@ -44,6 +44,11 @@ def test_the_record_is_a_full_run_at_the_scripts_and_the_sweep_files_settings(re
         got = record["lam_scan"][exp]
         assert (got["lams"], got["values"], got["key"]) == (scan["lams"], scan["values"], scan["key"]), exp
         assert len(got["rows"]) == len(scan["lams"]) * len(scan["values"]) * len(script.SEEDS), exp
+    # the page calls the first scanned size the package's default (E1 support, E2 rank)
+    from fco_ray.problems import LassoParams, LowRankParams
+
+    assert script.LAM_SCAN["e1"]["values"][0] == LassoParams.model_fields["support"].default
+    assert script.LAM_SCAN["e2"]["values"][0] == LowRankParams.model_fields["rank"].default
     shift = record["shift"]
     assert shift["config"]["algorithm"] == sweep["algorithm"], "rerun: python results/conventions.py"
     assert shift["algorithms"] == sweep["algorithms"] and shift["seeds"] == script.SEEDS
@@ -62,7 +67,7 @@ def test_a_changed_record_changes_the_paragraphs(generate, record):
     row.update(status="diverged", last_round=100)
     after = flat(generate.results_shift(changed))
     assert "finishes all 24 runs at `shift = 0.1`;" in after
-    assert "diverges in 1 of 24 at `shift = 0.25` (detected at round 120): FedMiD at server rate" in after
+    assert "diverges in 1 of 24 at `shift = 0.25` (ended by round 120): FedMiD at server rate" in after
     assert "is the largest shift tried at which every run finished, a factor 2.5 below" in after
 
     assert "E1 `lam = 0.1` (support F1 = 1 for supports 512, 64 and 8;" in flat(generate.results_conventions(record))

@@ -283,3 +283,31 @@ def test_trials_run_on_the_problems_the_driver_built(ray_cluster, tmp_path):
         alone = fco_ray.run(sweep.trial_config(point))
         values = [m.value for m in store.client.get_metric_history(run.info.run_id, "train_loss")]
         np.testing.assert_allclose(values, alone["train_loss"], rtol=1e-9)
+
+
+@pytest.mark.ray
+def test_unfused_lam_trials_share_the_drivers_problem_each_with_its_own_lam(ray_cluster, tmp_path):
+    """lam weighs psi alone on lasso: the driver keeps one problem for every lam, and each
+    trial (unfused here: one per lam) runs on it with its own lam, equal to its own run."""
+    from fco_ray.core.plan import data_key
+
+    path = write_sweep(tmp_path, name="lams", algorithms=["feddualavg"],
+                       algorithm={"clients_per_round": 4, "local_steps": 5, "client_lr": 0.001},
+                       search={"grid": {"problem.lam": [0.02, 0.5]}}, rounds=10,
+                       tune={"metric": "f1", "mode": "max", "fuse": False})
+    sweep = load_sweep(path)
+    assert sweep.num_tune_trials() == 2
+    assert set(sweep.problems) == {data_key(sweep.run_config(p)) for p in sweep.points()} != set()
+    assert len(sweep.problems) == 1  # one problem for both lams
+    outcome = run_sweep(path, storage=tmp_path / "ray_results", echo=lambda line: None, sweep=sweep)
+    assert outcome.ok
+    store = Store(outcome.tracking_uri)
+    runs = children(store, find_parent(store, outcome.experiment_id, "lams"))
+    assert len(runs) == 2
+    for run in runs:
+        lam = float(run.data.params["problem.lam"])
+        point = next(p for p in sweep.points() if p["problem.lam"] == lam)
+        alone = fco_ray.run(sweep.trial_config(point))
+        for metric in ("f1", "train_loss", "density"):
+            values = [m.value for m in store.client.get_metric_history(run.info.run_id, metric)]
+            np.testing.assert_allclose(values, alone[metric], rtol=1e-12, err_msg=metric)

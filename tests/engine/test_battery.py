@@ -106,6 +106,23 @@ def test_ray_actors_give_the_local_numbers(ray_cluster, algorithm, problem):
         np.testing.assert_allclose(on_ray[column], local[column], rtol=1e-9, atol=1e-12)
 
 
+def arrays(obj, seen=None) -> list:
+    """The NumPy arrays an object holds (its attributes, dicts, lists, nested)."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        return [obj]
+    if isinstance(obj, dict):
+        items = list(obj.values())
+    elif isinstance(obj, (list, tuple)):
+        items = list(obj)
+    else:
+        items = list(vars(obj).values()) if hasattr(obj, "__dict__") else []
+    return [a for item in items for a in arrays(item, seen)]
+
+
 @pytest.mark.ray
 @pytest.mark.parametrize("problem", sorted(SMALL))
 def test_a_problem_from_the_object_store_runs_every_fitting_pair(ray_cluster, problem):
@@ -118,6 +135,7 @@ def test_a_problem_from_the_object_store_runs_every_fitting_pair(ray_cluster, pr
 
     algorithms = [a for a, p in FITTING if p == problem]
     shared = ray.get(ray.put(build(parse_run(config(algorithms[0], problem)))))
+    assert arrays(shared) and not any(a.flags.writeable for a in arrays(shared))
     for algorithm in algorithms:
         cfg = parse_run(config(algorithm, problem))
         (result,) = prepare([cfg], shared).run()

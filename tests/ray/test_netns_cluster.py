@@ -58,8 +58,9 @@ DOC_SWEEP, DOC_TRACKING, DOC_STORAGE = ("sweeps/e1_lasso_ray.yaml", "http://MLFL
                                         "/shared/ray_results")
 #: Ray's health checks of the nodes, faster than Ray 2.60's defaults (5 failed checks, 3 s
 #: apart, each waiting up to 10 s: about a minute to declare a lost node dead), so that the
-#: link-cut test waits ~10 s for it (set in the head's environment, where the GCS reads them)
-FAST_HEALTH_CHECKS = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
+#: link-cut test waits ~15 s for it; 2 s to answer each, so that a loaded node is not taken
+#: for a lost one (set in the head's environment, where the GCS reads them)
+FAST_HEALTH_CHECKS = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "2000",
                       "RAY_health_check_failure_threshold": "5",
                       "RAY_health_check_initial_delay_ms": "1000"}
 QUIET = {"RAY_USAGE_STATS_ENABLED": "0"}  # no usage report (there is no route out anyway)
@@ -110,10 +111,10 @@ def nodes(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("netns")
-    net = Network(root / "hosts")  # the nodes' Ray logs stay with the test's files
     clone = root / "clone"
     clone.mkdir()
     copy_repository(clone)
+    net = Network(root / "hosts")  # the nodes' Ray logs stay with the test's files
     try:
         with ray_head(net, clone, FAST_HEALTH_CHECKS) as head, \
                 ray_worker(net, "w1", head, clone) as w1, \
@@ -406,12 +407,14 @@ def test_worker_link_cut_mid_sweep(nodes, tmp_path):
     start_worker(head, lost, clone)
     submit.wait(timeout=900)
     output = log.read_text()
+    jobs = {job_id(client, head, clone, output)}  # this test's, not the module's earlier ones
     if submit.returncode != 0:  # the sweep stopped: it must say how to finish it
         assert f"fco-ray sweep {sweep} --resume" in output, output[-6000:]
-        client.run(script + " --resume", cwd=clone, timeout=900)
+        resumed = client.run(script + " --resume", cwd=clone, timeout=900)
+        jobs.add(job_id(client, head, clone, resumed.stdout + resumed.stderr))
     else:
         assert "succeeded" in output, output[-6000:]
-    actors = state_api(client, head, "actors", clone)
+    actors = [a for a in state_api(client, head, "actors", clone) if a["job_id"] in jobs]
     runs = assert_rows_equal_local(db, "netcut", rounds, every)
     # the client actor on the cut worker was lost and restarted by Ray on the worker back
     # (or, if the trial failed meanwhile, the trial was rerun by Tune from its checkpoint)

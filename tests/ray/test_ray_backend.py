@@ -2,7 +2,6 @@
 import os
 import subprocess
 import sys
-
 import time
 
 import numpy as np
@@ -170,7 +169,7 @@ def wait_until_dead(actor, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            ray.get(actor.stats.remote())
+            ray.get(actor.stats.remote(), timeout=30)
         except ray.exceptions.RayActorError:
             return
         time.sleep(0.1)
