@@ -143,10 +143,12 @@ class Prepared:
 
 def data_key(cfg: RunConfig) -> str:
     """Configurations with equal keys run on the same data: equal problem sections (lam
-    aside where it weighs psi alone, `ProblemParams.fusable_lam`) and the same seed. A
-    problem built for one of them serves every other through `built_for`."""
+    aside where it weighs psi alone, `ProblemParams.fusable_lam`) and the same data seed
+    (`problem.data_seed` where set, else the run's seed: what `build_problem` builds
+    from). A problem built for one of them serves every other through `built_for`."""
     section = cfg.problem.model_dump(mode="json", exclude={"lam"} if cfg.problem.fusable_lam else None)
-    return json.dumps([section, cfg.seed], sort_keys=True)
+    seed = cfg.seed if getattr(cfg.problem, "data_seed", None) is None else cfg.problem.data_seed
+    return json.dumps([section, seed], sort_keys=True)
 
 
 def built_for(problem: Problem, cfg: RunConfig) -> Problem:
