@@ -3,7 +3,8 @@
 A trial's configurations are validated once (`Sweep.run_config`) and prepared once
 (`fco_ray.core.plan.prepare`: its problem checked) in the trial, on the problem the driver
 built to check the sweep where the trial runs on that data (`problems`, from Ray's object
-store: shared by the trials of a node, not copied), else built there. The trainable reports every evaluated round with
+store: shared by the trials of a node, not copied), else built there. The trainable reports
+every evaluated round with
 `tune.report({...metrics, "round": r, "timesteps_total": r, "status": s})`; a diverged
 trial ends with a last report whose metric is the worst value, so it ranks last.
 A finished trial's last report carries a Tune checkpoint holding its artifacts
