@@ -463,15 +463,19 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
         # lam that weighs only psi changes no data, clients or metric names: checked once
         section = cfg.problem.model_dump(mode="json", exclude={"lam"} if cfg.problem.fusable_lam else None)
         by_problem.setdefault(json.dumps(section, sort_keys=True), []).append((point, cfg))
-    from ..runtime.limits import available_bytes
-
-    room = KEEP_SHARE * available_bytes()  # for the problems kept for the trials
+    room = None  # memory left for the problems kept for the trials (asked once, if needed)
     for trials in by_problem.values():
         problem = _check_against_problem(sweep, trials, path)
         size = sum((trials[0][1].problem.estimated_bytes() or {}).values())
-        if size <= room:  # else its trials build it
-            sweep.problems[data_key(trials[0][1])] = problem
+        if size:
+            if room is None:
+                from ..runtime.limits import available_bytes
+
+                room = KEEP_SHARE * available_bytes()
+            if size > room:
+                continue  # its trials build it
             room -= size
+        sweep.problems[data_key(trials[0][1])] = problem
     _check_sweep_memory(sweep, [trials[0][1] for trials in by_problem.values()], path)
     _check_report(spec, path)
     return sweep
