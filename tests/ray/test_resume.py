@@ -42,10 +42,15 @@ def test_killed_sweep_resumes_each_trial_exactly_once(tmp_path):
     lines = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in driver.stdout], daemon=True).start()
     store = Store(sweep["tracking"]["uri"])
+    seen: list[str] = []  # the driver's output, for the message of a failure
+    runs, running = [], []
     try:
         deadline = time.monotonic() + 240
-        while not lines.get(timeout=max(1, deadline - time.monotonic())).startswith("[1/4]"):
-            pass
+        while not (seen and seen[-1].startswith("[1/4]")):
+            try:
+                seen.append(lines.get(timeout=max(1, deadline - time.monotonic())))
+            except queue.Empty:
+                raise AssertionError("no '[1/4]' line in 240 s:\n" + "".join(seen[-40:])) from None
         # wait until the next trial has logged some rounds, then kill driver and its cluster
         # (the next Tune trial: a fused trial's configurations end one after the other, and
         # killing between them leaves a half-finished group, which is rerun as a whole)
@@ -62,7 +67,8 @@ def test_killed_sweep_resumes_each_trial_exactly_once(tmp_path):
         driver.wait()
     before = {r.data.tags["fco.trial_id"]: r for r in runs}
     done_before = {t: r for t, r in before.items() if r.info.status == "FINISHED"}
-    assert done_before and running  # some trials finished, at least one was interrupted
+    # some trials finished, at least one was interrupted
+    assert done_before and running, ([(tune_trial(r), r.info.status) for r in runs], "".join(seen[-40:]))
     history_before = {t: store.client.get_metric_history(r.info.run_id, "f1") for t, r in done_before.items()}
 
     resumed = subprocess.run(cmd + ["--resume"], cwd=tmp_path, env=env, capture_output=True,
