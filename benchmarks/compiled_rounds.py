@@ -5,6 +5,8 @@ family of (algorithm, problem) pairs that has rules (fco_ray/rules).
     python benchmarks/compiled_rounds.py --out benchmarks/results        # ~5 minutes idle, 2 cores
     python benchmarks/compiled_rounds.py --out DIR --cases E2,E6        # only these cases, into DIR's record
     python benchmarks/compiled_rounds.py --quick                         # a smoke run (seconds)
+    python benchmarks/compiled_rounds.py --out benchmarks/results --speeds fco_ray/backends/speeds.json
+        # ... and the table from which `backend.device: auto` picks its engine (fco_ray/backends/choice.py)
 
 The families, at the sizes of their shipped sweep files (sweeps/*.yaml: problem defaults, the
 sweep's K, batch and participation), alone (G = 1) and fused as the sweep forms its Tune trials
@@ -26,6 +28,10 @@ other, for each case; reported: min and median over the samples, the 1-minute lo
 before and after each measurement, and which engine is faster (by the median).
 Writes compiled_rounds.json and compiled_rounds.md under --out; with --cases, the rows of the
 other cases already recorded there are kept (each row names the command that measured it).
+With --speeds PATH, also the engine choice's table from the whole record (`speeds`): per case
+the two engines' median ms per configuration-round and the compilation's seconds, estimated
+from the first interval as (compiled's first interval - its rounds' share) - (numba's first
+interval - its rounds' share), i.e. what the compiled engine adds before its first rows.
 """
 from __future__ import annotations
 
@@ -120,6 +126,43 @@ def pairs(rows: list[dict]) -> dict:
     return out
 
 
+def case_work(problem: dict, algorithm: dict) -> int:
+    """A case's round work per configuration (`fco_ray.core.plan.round_work`: what the
+    engine choice scales by)."""
+    from fco_ray.core.config import parse_run
+    from fco_ray.core.plan import build, round_work
+
+    cfg = parse_run({"problem": problem, "algorithm": algorithm})
+    return round_work(cfg, build(cfg))
+
+
+def speeds(rows: list[dict]) -> list[dict]:
+    """The engine choice's table (fco_ray/backends/choice.py) from the record's rows."""
+    specs = {c["label"]: c["spec"] for c in cases(False)}
+    out = []
+    for (label, g), p in pairs(rows).items():
+        if len(p) < 2 or label not in specs:
+            continue
+        n, c = p["numba"], p["compiled"]
+        rounds_s = {k: r["every"] * g * r["per_config_round_median_ms"] / 1e3 for k, r in p.items()}
+        compile_s = (c["first_interval_s"] - rounds_s["compiled"]) - (n["first_interval_s"] - rounds_s["numba"])
+        problem, algorithm = specs[label]
+        out.append({"case": label, "problem": problem["name"], "algorithm": algorithm["name"], "G": g,
+                    "work": case_work(problem, algorithm),
+                    "numpy_ms": round(n["per_config_round_median_ms"], 4),
+                    "compiled_ms": round(c["per_config_round_median_ms"], 4),
+                    "compile_s": round(max(0.0, compile_s), 3)})
+    return out
+
+
+def write_speeds(path: Path, record: Path) -> None:
+    data = json.loads(record.read_text())
+    cases = ",\n  ".join(json.dumps(c) for c in speeds(data["rows"]))  # a line per case
+    written = json.dumps(f"python benchmarks/compiled_rounds.py --speeds, from {record.as_posix()} "
+                         f"(measured by: {data['command']})")
+    path.write_text(f'{{"written_by": {written},\n "cases": [\n  {cases}\n ]}}\n')
+
+
 def write(out: Path, rows: list[dict], command: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "compiled_rounds.json").write_text(json.dumps({"command": command, "rows": rows,
@@ -151,7 +194,16 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default="", help="only the cases whose label contains one of these "
                     "comma-separated words (e.g. E2,E6); default: all")
     ap.add_argument("--quick", action="store_true", help="small problems, seconds: a smoke run")
+    ap.add_argument("--speeds", type=Path, help="also write the engine choice's table here "
+                    "(fco_ray/backends/speeds.json) from the record under --out")
+    ap.add_argument("--speeds-only", action="store_true", help="measure nothing: only --speeds "
+                    "from the record already under --out")
     args = ap.parse_args(argv)
+    if args.speeds_only:
+        if args.speeds is None or args.out is None:
+            ap.error("--speeds-only needs --speeds and --out")
+        write_speeds(args.speeds, args.out / "compiled_rounds.json")
+        return 0
     if args.out is None:
         if not args.quick:
             ap.error("--out is required (or --quick)")
@@ -159,7 +211,8 @@ def main(argv=None) -> int:
 
         args.out = Path(tempfile.mkdtemp(prefix="fco-bench-"))
     command = ("python benchmarks/compiled_rounds.py" + (" --quick" if args.quick else "")
-               + (f" --cases {shlex.quote(args.cases)}" if args.cases else "") + f" --out {args.out}")
+               + (f" --cases {shlex.quote(args.cases)}" if args.cases else "") + f" --out {args.out}"
+               + (f" --speeds {args.speeds}" if args.speeds else ""))
     words = [w for w in args.cases.split(",") if w]
     chosen = [c for c in cases(args.quick) if not words or any(w in c["label"] for w in words)]
     rows = []
@@ -173,6 +226,8 @@ def main(argv=None) -> int:
             rows.append({"command": command, **measure(c, device)})
             print(json.dumps(rows[-1]), flush=True)
             write(args.out, rows, command)
+    if args.speeds is not None:
+        write_speeds(args.speeds, record)
     return 0
 
 

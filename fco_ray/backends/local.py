@@ -134,8 +134,9 @@ class LocalBackend:
 
 def make_local(config, problem):
     """The `local` backend's factory (fco_ray.backends.registry): the NumPy engine, or with a
-    device other than cpu whole rounds compiled with JAX (fco_ray/backends/device)."""
-    if config.device != "cpu":
+    device other than cpu whole rounds compiled with JAX (fco_ray/backends/device). `auto`
+    is decided before (`LocalBackendConfig.for_work`); here it is the NumPy engine."""
+    if config.device not in ("auto", "cpu"):
         from .device.backend import DeviceBackend
 
         return DeviceBackend(problem, config.device, config.nuclear_route)

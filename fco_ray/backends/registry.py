@@ -9,7 +9,9 @@ outside the backends asks a backend's name:
 - `uses_ray`: whether it joins a Ray cluster (address, a local cluster's fit);
 - `compiles_rounds`: whether it runs whole rounds compiled from the rules (fco_ray.rules), each
   member with its own draws: groups may then differ in seed (fco_ray.core.plan), and algorithms
-  written as a rule alone run there.
+  written as a rule alone run there;
+- `for_work(problem, algorithm, group=, rounds=, work=, rules=)`: the settings that run a group
+  (the local backend's `device: auto` picks its CPU engine there: fco_ray/backends/choice.py).
 This module imports no backend implementation: factories are "module:name" references.
 """
 from __future__ import annotations
@@ -44,14 +46,23 @@ class BackendSettings(BaseModel):
         """The settings that size a trial's reservation, for messages."""
         return f"backend {self.name}"
 
+    def for_work(self, problem: str, algorithm: str, *, group: int, rounds: int,
+                 work: int, rules: bool) -> "BackendSettings":
+        """The settings that run a group of `group` configurations of `algorithm` on `problem`
+        (names as in the config) for `rounds` rounds, each doing `work` (model floats x
+        clients x local steps); `rules`: both classes declare their rules (fco_ray.rules).
+        These settings, unless one says "choose"."""
+        return self
+
 
 class LocalBackendConfig(BackendSettings):
     name: Literal["local"] = "local"
     chunk_size: int = Field(1024, ge=1, description="clients stacked at once (memory bound)")
-    device: Literal["cpu", "cuda", "jax-cpu"] = Field(
-        "cpu", description="where the client work runs: cpu (NumPy), cuda (whole rounds compiled "
-        "with JAX on a GPU, the '[gpu]' extra) or jax-cpu (the same programs on JAX's CPU "
-        "platform: the CI check of the device code); fco_ray.backends.device")
+    device: Literal["auto", "cpu", "cuda", "jax-cpu"] = Field(
+        "auto", description="where the client work runs: auto (this CPU, with the engine "
+        "measured faster for the pair and run length: fco_ray/backends/choice.py), cpu (the "
+        "NumPy/numba engine), cuda (whole rounds compiled with JAX on a GPU, the '[gpu]' extra) "
+        "or jax-cpu (the same programs on JAX's CPU platform); fco_ray.backends.device")
     nuclear_route: Literal["householder", "gram"] = Field(
         "householder", description="how a device computes the nuclear prox of a thin matrix: "
         "householder (QR by reflections, then a small SVD) or gram (eigenvalues of X^T X: "
@@ -59,8 +70,20 @@ class LocalBackendConfig(BackendSettings):
 
     @property
     def compiles_rounds(self) -> bool:
-        """The device backend draws each member's own clients, minibatches and noise."""
-        return self.device != "cpu"
+        """The device backend draws each member's own clients, minibatches and noise (`auto`
+        may run either engine: it groups as the NumPy engine does)."""
+        return self.device not in ("auto", "cpu")
+
+    def for_work(self, problem: str, algorithm: str, *, group: int, rounds: int,
+                 work: int, rules: bool) -> "LocalBackendConfig":
+        """`auto`: this CPU's faster engine for the work (`choice.chosen_device`)."""
+        if self.device != "auto":
+            return self
+        from .choice import chosen_device
+
+        device = chosen_device(problem, algorithm, group=group, rounds=rounds, work=work,
+                               rules=rules)
+        return self.model_copy(update={"device": device})
 
 
 class RayBackendConfig(BackendSettings):

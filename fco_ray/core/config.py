@@ -82,7 +82,7 @@ class RunConfig(_Strict):
             raise ValueError(f"backend.device: algorithm {self.algorithm.name!r} is written as a "
                              "rule (JAX): it runs with backend {name: local, device: jax-cpu} "
                              "(this CPU) or device: cuda")
-        if getattr(self.backend, "device", "cpu") != "cpu" and self.problem.name != "custom":
+        if self.backend.compiles_rounds and self.problem.name != "custom":
             # (a custom instance's rule is asked for where the backend is made)
             from .checks import no_device_program
 

@@ -115,6 +115,15 @@ class Prepared:
     def first(self) -> RunConfig:
         return self.configs[0]
 
+    @property
+    def backend(self):
+        """The backend settings this group runs with (`device: auto` decided for its pair,
+        size and rounds: fco_ray/backends/choice.py)."""
+        cfg = self.first
+        return cfg.backend.for_work(cfg.problem.name, cfg.algorithm.name, group=len(self.configs),
+                                    rounds=cfg.rounds, work=round_work(cfg, self.problem),
+                                    rules=self.algorithms[0].has_rule() and self.problem.has_rule())
+
     def group(self) -> Group:
         return make_group(self.algorithms, self.lams, self.seeds)
 
@@ -122,7 +131,7 @@ class Prepared:
         """Run the group on its backend: one RunResult per configuration (`engine.run_rounds`;
         `checkpoints`: `start`, `checkpoint_every`, `on_checkpoint`)."""
         cfg = self.first
-        with closing(make_backend(cfg.backend, self.problem)) as backend:
+        with closing(make_backend(self.backend, self.problem)) as backend:
             return run_rounds(self.problem, self.group(), backend, rounds=cfg.rounds,
                               eval_every=cfg.eval_every, seed=cfg.seed, divergence=cfg.divergence,
                               on_round=on_round, **checkpoints)
@@ -139,6 +148,14 @@ class Prepared:
         """Configuration `index`'s own problem: the group's, with the member's own lam where
         the members differ in lam (the group's problem carries the first member's)."""
         return self.problem if self.lams is None else self.problem.with_lam(self.lams[index])
+
+
+def round_work(cfg: RunConfig, problem: Problem) -> int:
+    """A round's work for one configuration, in the engine choice's unit: model floats x
+    clients per round x local steps (fco_ray/backends/choice.py)."""
+    floats = sum(int(np.prod(s)) for s in problem.shapes.values())
+    clients = getattr(cfg.algorithm, "clients_per_round", None) or problem.num_clients
+    return floats * clients * (getattr(cfg.algorithm, "local_steps", None) or 1)
 
 
 def data_key(cfg: RunConfig) -> str:

@@ -54,21 +54,23 @@ class UniversalAdversarial(SaddleProblem):
         logits_i = W^T (x_i + delta) + b, e_i = softmax(logits_i) - onehot(y_i):
         grad_W = sum_i w_i (x_i + delta) e_i^T, grad_b = sum_i w_i e_i, grad_delta = W sum_i w_i e_i.
         """
-        from scipy.special import log_softmax, softmax
         x, labels, weight = batch["x"], batch["y"], batch["weight"]
         w, delta = params["W"], params["delta"]
         xa = x + delta[:, None, :]
-        logits = np.einsum("cbd,cdk->cbk", xa, w)
+        # batched matrix products (np.matmul runs BLAS per client; np.einsum's C loop was
+        # 20-40x slower at E6's sizes: benchmarks/results/compiled_rounds.md)
+        logits = xa @ w
         if "b" in params:
             logits = logits + params["b"][:, None, :]
-        logp = log_softmax(logits, axis=-1)
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
         picked = np.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
         loss = -np.sum(weight * picked, axis=1)
-        err = softmax(logits, axis=-1) - np.eye(CLASSES)[labels]
+        err = np.exp(logp) - np.eye(CLASSES)[labels]  # softmax - onehot
         werr = weight[..., None] * err
         werr_sum = werr.sum(axis=1)
-        grads = {"W": np.einsum("cbd,cbk->cdk", xa, werr),
-                 "delta": np.einsum("cdk,ck->cd", w, werr_sum)}
+        grads = {"W": np.swapaxes(xa, 1, 2) @ werr,
+                 "delta": (w @ werr_sum[..., None])[..., 0]}
         if "b" in params:
             grads["b"] = werr_sum
         return loss, grads

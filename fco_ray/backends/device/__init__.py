@@ -1,8 +1,10 @@
 """The device backend: whole rounds of a run or a fused group compiled as one JAX program
 (fco_ray/backends/device/backend.py), on a GPU or on JAX's CPU platform.
 
-`backend: {name: local, device: cpu | cuda | jax-cpu}`:
-- `cpu` (default): the NumPy/numba engine (fco_ray/backends/local.py);
+`backend: {name: local, device: auto | cpu | cuda | jax-cpu}`:
+- `auto` (default): this CPU, the NumPy/numba engine or `jax-cpu`, whichever is measured
+  faster for the work (fco_ray/backends/choice.py);
+- `cpu`: the NumPy/numba engine (fco_ray/backends/local.py);
 - `cuda`: the rules compiled for the first GPU (needs `pip install -e '.[gpu]'`);
 - `jax-cpu`: the same programs on JAX's CPU platform (the CI check of the device code).
 
@@ -13,4 +15,5 @@ relative). This module imports no JAX.
 """
 from __future__ import annotations
 
-DEVICES = ("cpu", "cuda", "jax-cpu")
+#: the devices that run compiled rounds
+DEVICES = ("cuda", "jax-cpu")

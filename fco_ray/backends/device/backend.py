@@ -34,8 +34,8 @@ def _jax():
 
 def jax_device(device: str):
     """The JAX device of `backend.device` ('cuda': the first GPU; 'jax-cpu': the CPU)."""
-    if device not in DEVICES or device == "cpu":
-        raise ConfigError(f"backend.device: must be one of {list(DEVICES[1:])} for the device "
+    if device not in DEVICES:
+        raise ConfigError(f"backend.device: must be one of {list(DEVICES)} for the device "
                           f"path, got {device!r}")
     jax = _jax()
     platform = "gpu" if device == "cuda" else "cpu"

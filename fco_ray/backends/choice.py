@@ -1,0 +1,76 @@
+"""Which CPU engine runs a group under `backend: {name: local, device: auto}` (the default).
+
+Two engines run the same update rules on the CPU with the same numbers (to rounding):
+- the NumPy/numba engine (`device: cpu`, fco_ray/backends/local.py), a round at a time;
+- whole rounds compiled with JAX (`device: jax-cpu`, fco_ray/backends/device), which pays a
+  compilation once per run.
+
+`auto` takes the compiled rounds only where a side-by-side measurement says they are faster
+for the (problem, algorithm) pair at about the group's size, and the run is long enough for
+the time saved to pay for the compilation; everything else (a pair not measured, JAX not
+installed, a short run, a small problem) runs on the NumPy engine. The time saved is
+estimated from the measured case scaled by the work of a round against the case's (model
+floats x clients per round x local steps: `fco_ray.core.plan.round_work`): a rough guide,
+enough to keep small problems, whose rounds take milliseconds, off the compiler. The measurements are `speeds.json` beside
+this module, written from the benchmark record by
+
+    python benchmarks/compiled_rounds.py --out benchmarks/results --speeds fco_ray/backends/speeds.json
+
+This module imports neither JAX nor numba.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+SPEEDS = Path(__file__).with_name("speeds.json")
+#: the compiled rounds must be at least this much faster per configuration-round (the
+#: measurements' spread on a shared machine is a few percent)
+MARGIN = 0.9
+#: seconds to import JAX and set up its CPU client, beyond a case's measured compilation
+JAX_START_S = 1.5
+#: the time saved must pay for the start and the compilation this many times over
+PAYBACK = 2.0
+
+
+def load_speeds(path: Path = SPEEDS) -> list[dict]:
+    """The measured cases: problem, algorithm, G, per configuration-round median ms of each
+    engine (numpy_ms, compiled_ms) and the compilation's seconds (compile_s). Every pair
+    there has its rules (the benchmark ran it compiled)."""
+    return json.loads(Path(path).read_text())["cases"]
+
+
+def jax_installed() -> bool:
+    return importlib.util.find_spec("jax") is not None
+
+
+def nearest_case(speeds, problem: str, algorithm: str, group: int) -> dict | None:
+    """The measured case of this pair whose group size is nearest `group` (log scale); for an
+    algorithm not measured on this problem, the problem's measured cases (a round's cost is
+    mostly the problem's gradients or operator and prox, which every algorithm calls)."""
+    same = ([c for c in speeds if c["problem"] == problem and c["algorithm"] == algorithm]
+            or [c for c in speeds if c["problem"] == problem])
+    return min(same, key=lambda c: abs(math.log(c["G"] / group)), default=None)
+
+
+def compiled_pays(case: dict | None, group: int, rounds: int, work: int) -> bool:
+    """Whether whole compiled rounds beat the NumPy engine for a run of `rounds` rounds of a
+    group of `group` configurations whose rounds do `work` (`round_work`), by `case`'s
+    measurements."""
+    if case is None or case["compiled_ms"] > MARGIN * case["numpy_ms"]:
+        return False
+    scale = min(1.0, work / case["work"])  # past the measured size: no extrapolation
+    saved_s = rounds * group * (case["numpy_ms"] - case["compiled_ms"]) * scale / 1e3
+    return saved_s >= PAYBACK * (JAX_START_S + case["compile_s"])
+
+
+def chosen_device(problem: str, algorithm: str, *, group: int, rounds: int, work: int,
+                  rules: bool = True, speeds=None) -> str:
+    """'jax-cpu' where the pair has its rules (`rules`: both classes declare one), compiled
+    rounds pay (`compiled_pays`) and JAX is installed, else 'cpu'."""
+    if not rules:
+        return "cpu"
+    case = nearest_case(load_speeds() if speeds is None else speeds, problem, algorithm, group)
+    return "jax-cpu" if compiled_pays(case, group, rounds, work) and jax_installed() else "cpu"
