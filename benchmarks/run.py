@@ -308,8 +308,8 @@ def section_local(out: dict, bw: dict, quick: bool, repeats: int) -> None:
         hp = algorithm.hp
         backend = LocalBackend(problem)
         one_by_one = LocalBackend(problem, chunk_size=1)  # the engine's code, one client at a time
-        n_engine = 100 if quick else 300
-        n_naive = 20 if quick else 60
+        n_engine = 10 if quick else 300  # --quick: a smoke run (the code paths, seconds)
+        n_naive = 4 if quick else 60
         t = interleaved({
             "engine": lambda: run_engine(problem, algorithm, backend, n_engine),
             "eval": lambda: engine_eval(problem, algorithm),
@@ -344,7 +344,7 @@ def section_local(out: dict, bw: dict, quick: bool, repeats: int) -> None:
     algos = []
     for name in E1_ALGORITHMS:
         algorithm = make_algorithm(name, **E1_RATES)
-        t = engine_round_time(problem, algorithm, 100 if quick else 300, repeats)
+        t = engine_round_time(problem, algorithm, 10 if quick else 300, repeats)
         algos.append({"algorithm": name, "ms": t * 1e3, "cpu_ms": CPU_TIMES["round"] * 1e3,
                       "rounds_s": 1 / t})
     out["local_algorithms"] = algos
@@ -370,7 +370,7 @@ def section_scaling(out: dict, bw: dict, quick: bool, repeats: int) -> None:
         return r
 
     # clients per round: one problem with 10,000 small clients (16 samples each, d = 1024)
-    clients = 2000 if quick else 10000
+    clients = 200 if quick else 10000
     problem = build("lasso", clients=clients, samples_per_client=16)
     rows = []
     for c in [10, 100, 1000, 10000]:
@@ -378,18 +378,18 @@ def section_scaling(out: dict, bw: dict, quick: bool, repeats: int) -> None:
             continue
         hp = dict(E1_RATES, clients_per_round=c)
         algorithm = make_algorithm("feddualavg", **hp)
-        rounds = max(2, int(2000 / c)) if not quick else max(1, int(500 / c))
+        rounds = max(2, int(2000 / c)) if not quick else max(1, int(50 / c))
         naive = max(1, int(200 / c))
         rows.append(row(problem, algorithm, algorithm.hp, rounds, naive, {"clients_per_round": c}))
     res["clients"] = {"problem": f"lasso clients={clients} samples_per_client=16 d=1024", "rows": rows}
     del problem
 
-    dims = [256, 1024, 4096] if quick else [256, 1024, 4096, 16384]
+    dims = [256, 1024] if quick else [256, 1024, 4096, 16384]
     rows = []
     for d in dims:
         problem = build("lasso", dim=d, support=min(64, d))
         algorithm = make_algorithm("feddualavg", client_lr=1.0 / d)  # stable: lr ~ 1 / E||x||^2
-        rows.append(row(problem, algorithm, algorithm.hp, max(20, int(300 * 1024 / d / (3 if quick else 1))),
+        rows.append(row(problem, algorithm, algorithm.hp, 5 if quick else max(20, int(300 * 1024 / d)),
                         label={"dim": d}))
         del problem
     res["dim"] = {"problem": "lasso 64 x 128, C = 10, K = 10, B = 10", "rows": rows}
@@ -398,7 +398,7 @@ def section_scaling(out: dict, bw: dict, quick: bool, repeats: int) -> None:
     rows = []
     for k in [1, 10, 100]:
         algorithm = make_algorithm("feddualavg", **E1_RATES, local_steps=k)
-        rows.append(row(problem, algorithm, algorithm.hp, max(10, int(3000 / k / (3 if quick else 1))),
+        rows.append(row(problem, algorithm, algorithm.hp, 5 if quick else max(10, int(3000 / k)),
                         label={"local_steps": k}))
     res["K"] = {"problem": "lasso E1 (d = 1024, 64 x 128), C = 10, B = 10", "rows": rows}
     out["scaling"] = res
