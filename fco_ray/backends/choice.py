@@ -11,8 +11,8 @@ the time saved to pay for the compilation; everything else (a pair not measured,
 installed, a short run, a small problem) runs on the NumPy engine. The time saved is
 estimated from the measured case scaled by the work of a round against the case's (model
 floats x clients per round x local steps: `fco_ray.core.plan.round_work`): a rough guide,
-enough to keep small problems, whose rounds take milliseconds, off the compiler. The measurements are `speeds.json` beside
-this module, written from the benchmark record by
+enough to keep small problems, whose rounds take milliseconds, off the compiler. The
+measurements are `speeds.json` beside this module, written from the benchmark record by
 
     python benchmarks/compiled_rounds.py --out benchmarks/results --speeds fco_ray/backends/speeds.json
 
