@@ -34,7 +34,9 @@ def run(config, *, problem: Problem | None = None,
     (the one the last row's metrics are of) as `{block name: numpy array}` (e.g. `{"w", "b"}`
     for LASSO; saddle problems hold both players' blocks), or None for a diverged run (its
     iterates are not finite). Save it with `np.savez(path, **model)`.
-    The run's final status ("finished" or "diverged") is in `df.attrs["status"]`.
+    The run's final status ("finished" or "diverged") is in `df.attrs["status"]`; the backend
+    settings it ran with (`device: auto` decided: fco_ray/backends/choice.py) in
+    `df.attrs["backend"]`.
     `tracking`: log the run to MLflow exactly as `fco-ray run` does (True: the config's
     `tracking` section, default the SQLite store `mlflow.db` in the working directory; a
     string: that tracking URI); the run's id is in `df.attrs["mlflow_run_id"]`.
@@ -77,6 +79,7 @@ def run_parsed(cfg: RunConfig, *, problem: Problem | None = None,
     df = pd.DataFrame.from_records(result.records)
     df.attrs["status"] = result.status
     df.attrs["config"] = cfg.model_dump(mode="json")
+    df.attrs["backend"] = prepared.backend.model_dump(mode="json")  # as run: `device: auto` decided
     if log is not None:
         log.close(result.status, int(df["round"].iloc[-1]) if len(df) else 0, model)
         df.attrs["mlflow_run_id"], df.attrs["mlflow_uri"] = log.run_id, log.store.uri

@@ -81,13 +81,11 @@ def test_auto_runs_compiled_rounds_where_they_pay_with_the_numpy_engines_numbers
     monkeypatch.setattr(choice, "load_speeds", lambda: [fast])
     monkeypatch.setattr(choice, "JAX_START_S", 0.0)
     assert prepare([parse_run(cfg)]).backend.device == "jax-cpu"
-    made = []
-    from fco_ray.backends.device import backend as device
-
-    monkeypatch.setattr(device.DeviceBackend, "close", lambda self: made.append(self) or None)
     auto = fco_ray.run(cfg)
     reference = fco_ray.run({**cfg, "backend": {"name": "local", "device": "cpu"}})
-    assert len(made) == 1  # the run went through the compiled engine
+    assert auto.attrs["config"]["backend"]["device"] == "auto"
+    assert auto.attrs["backend"]["device"] == "jax-cpu"  # the settings it ran with
+    assert reference.attrs["backend"]["device"] == "cpu"
     assert list(auto.columns) == list(reference.columns) and len(auto) == len(reference) == 4
     for col in reference.columns:
         np.testing.assert_allclose(auto[col].to_numpy(float), reference[col].to_numpy(float),
