@@ -88,7 +88,8 @@ def logged_sweep(uri: str) -> dict:
 
 
 def chromium(profile: Path, url: str, *action: str) -> str:
-    """Run headless Chromium on `url` with one action (--dump-dom or --screenshot=FILE)."""
+    """Run headless Chromium on `url` with its actions (--dump-dom, --screenshot=FILE, or both:
+    one page load for the DOM and the picture)."""
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            f"--user-data-dir={profile}", "--window-size=1280,2000", *action, url]
@@ -240,7 +241,9 @@ def test_mlflow_ui_shows_the_trials_in_the_training_view(served, tmp_path):
     budget = "--virtual-time-budget=20000"
     url = trials_url(base, exp, served["pid"], "f1", "max")
     assert "compareRunsMode=CHART" in url
-    dom = chromium(tmp_path / "profile", url, budget, "--window-size=1600,1200", "--dump-dom")
+    shot = tmp_path / "mlflow_trials.png"
+    dom = chromium(tmp_path / "profile", url, budget, "--window-size=1600,1200", "--dump-dom",
+                   f"--screenshot={shot}")
     assert "Detect Issues" not in dom and "Model training" in dom
     assert "matching runs" in dom and "Model metrics" in dom  # the chart view's metric section
     # its charts: the toy's curves and the ranked metric's tie-break, nothing else
@@ -256,8 +259,6 @@ def test_mlflow_ui_shows_the_trials_in_the_training_view(served, tmp_path):
     rank = {served["names"][r.info.run_id]: r.data.tags["fco.rank"] for r in children}
     assert shown == sorted(shown, key=rank.get)
     assert shown[:2] == ["feddualavg 0.01/1 s0", "feddualavg 0.01/1 s1"]
-    shot = tmp_path / "mlflow_trials.png"
-    chromium(tmp_path / "profile", url, budget, "--window-size=1600,1200", f"--screenshot={shot}")
     assert shot.stat().st_size > 20_000
     keep(shot, "mlflow_ui_trials.png")
 
@@ -272,27 +273,26 @@ def test_mlflow_experiment_and_run_pages_open_in_the_training_view(served, tmp_p
     wait_for(f"{base}/health", served["mlflow"], served["log"])
     budget = "--virtual-time-budget=20000"
 
-    def page(url: str, profile: str) -> str:
-        dom = chromium(tmp_path / profile, url, budget, "--window-size=1600,1000", "--dump-dom")
+    def page(url: str, profile: str, shot: str | None = None) -> str:
+        """The page's text (and, given `shot`, its picture from the same load, kept as `shot`)."""
+        picture = [f"--screenshot={tmp_path / shot}"] if shot else []
+        dom = chromium(tmp_path / profile, url, budget, "--window-size=1600,1000", "--dump-dom", *picture)
+        if shot:
+            assert (tmp_path / shot).stat().st_size > 20_000
+            keep(tmp_path / shot, shot)
         return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
 
     genai_nav = "Evaluation runs"  # an entry of the GenAI view's side bar
     plain = page(f"{base}/#/experiments/{exp}", "plain")
     assert genai_nav in plain or "Detect Issues" in plain  # MLflow's default, without the link's parameter
-    runs = page(experiment_url(base, exp), "experiment")
+    runs = page(experiment_url(base, exp), "experiment", "mlflow_ui_experiment.png")
     assert genai_nav not in runs and "Model registry" in runs and "matching runs" in runs
     winner = served["client"].search_runs([exp], f"tags.`fco.rank` = '0001'")[0].info.run_id
     plain_run = page(f"{base}/#/experiments/{exp}/runs/{winner}", "plain_run")
     assert genai_nav in plain_run
-    run = page(run_url(base, exp, winner), "run")
+    run = page(run_url(base, exp, winner), "run", "mlflow_ui_run.png")
     assert genai_nav not in run and "Model registry" in run
     assert served["names"][winner] in run and "mean.f1" in run
-    for url, name in ((experiment_url(base, exp), "mlflow_ui_experiment.png"),
-                      (run_url(base, exp, winner), "mlflow_ui_run.png")):
-        shot = tmp_path / name
-        chromium(tmp_path / "shots", url, budget, "--window-size=1600,1000", f"--screenshot={shot}")
-        assert shot.stat().st_size > 20_000
-        keep(shot, name)
 
 
 def test_mlflow_compare_view_of_an_algorithms_trials(served, tmp_path):
@@ -301,9 +301,9 @@ def test_mlflow_compare_view_of_an_algorithms_trials(served, tmp_path):
     runs = [r for r, name in served["names"].items() if name.startswith("feddualavg")]
     url = compare_url(base, exp, runs)
     budget = "--virtual-time-budget=15000"
-    dom = chromium(tmp_path / "profile", url, budget, "--window-size=1400,1400", "--dump-dom")
+    shot = tmp_path / "mlflow_compare.png"
+    dom = chromium(tmp_path / "profile", url, budget, "--window-size=1400,1400", "--dump-dom",
+                   f"--screenshot={shot}")
     assert f"Comparing {len(runs)} Runs from 1 Experiment" in dom
     assert "Parallel Coordinates Plot" in dom and "algorithm.client_lr" in dom
-    shot = tmp_path / "mlflow_compare.png"
-    chromium(tmp_path / "profile", url, budget, "--window-size=1400,1400", f"--screenshot={shot}")
     keep(shot, "mlflow_ui_compare.png")
