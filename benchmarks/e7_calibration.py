@@ -15,8 +15,8 @@ paper's and writes the record `<out>.json` (settings, command, values per seed) 
 `<out>.md` drawn from it.
 
 `--render-only` computes nothing: it redraws `<out>.md` from `<out>.json` and, with `--page`,
-rewrites the page's region between `<!-- generated: e7_calibrated -->` and
-`<!-- /generated: e7_calibrated -->` from the record and from `--fig2` (the JSON lines of
+rewrites the page's region between `<!-- generated: e7_calibrated -->` and the next
+`<!-- /generated -->` (results/generate.py's markers; it writes the same region) from the record and from `--fig2` (the JSON lines of
 `benchmarks/e7_fig2.py` on the calibrated data).
 """
 from __future__ import annotations
@@ -209,11 +209,13 @@ def claims(best: dict, runs: list[dict], opt: float) -> list[str]:
 
 
 def replace_region(page: str, content: str) -> str:
-    start, end = f"<!-- generated: {REGION} -->", f"<!-- /generated: {REGION} -->"
-    if page.count(start) != 1 or page.count(end) != 1 or page.index(start) > page.index(end):
+    """The page with its region `REGION` rewritten; the markers are results/generate.py's (which
+    writes the same region from the same records)."""
+    start, end = f"<!-- generated: {REGION} -->", "<!-- /generated -->"
+    if page.count(start) != 1 or end not in page.split(start)[-1]:
         raise BadInput(f"the page needs one {start} ... {end} region")
     head, rest = page.split(start)
-    return head + start + "\n" + content + "\n" + end + rest.split(end)[1]
+    return head + start + "\n" + content + "\n" + end + rest.split(end, 1)[1]
 
 
 def main() -> int:

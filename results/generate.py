@@ -1202,6 +1202,30 @@ def results_e7() -> str:
             + " The uncalibrated stand-in at 10,000 nodes, before: the later sections of `results/e7.md` |\n")
 
 
+
+# --- results/e7.md: the calibrated region (the same function as `benchmarks/e7_calibration.py
+# --render-only --page`) and the uncalibrated sections (results/e7_page.py) -----------------------
+
+@block("e7_calibrated")
+def e7_calibrated() -> str:
+    cal = e7_calibration()
+    record = json.loads((RESULTS / "e7_statistics.json").read_text())
+    lines = [json.loads(s) for s in (RESULTS / "e7_fig2_calibrated.jsonl").read_text().splitlines()]
+    return cal.fig2_region(record, lines, "results/e7_fig2_calibrated.jsonl") + "\n"
+
+
+def e7_page():
+    sys.path.insert(0, str(RESULTS))
+    import e7_page  # noqa: PLC0415
+
+    return e7_page
+
+
+for _name, _fn in (("e7.uncalibrated_10k", "e7_10k_table"), ("e7.uncalibrated_10k_claims", "e7_10k_claims"),
+                   ("e7.uncalibrated_10k_earlier", "e7_10k_earlier"), ("e7.uncalibrated_300", "e7_300_table"),
+                   ("e7.uncalibrated_300_claims", "e7_300_claims"), ("e7.memory", "e7_memory")):
+    block(_name)(lambda fn=_fn: getattr(e7_page(), fn)())
+
 # --- docs/benchmarks.md: the records the benchmark scripts write in benchmarks/results/ ----------
 
 BENCH = ROOT / "benchmarks" / "results"

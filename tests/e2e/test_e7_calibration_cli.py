@@ -51,13 +51,13 @@ def test_render_rewrites_only_the_marked_region(tmp_path):
               "seconds": 1.0, "group": 1, "rounds": 2, **rows}]
     (tmp_path / "f.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n")
     page = tmp_path / "page.md"
-    page.write_text("before\n<!-- generated: e7_calibrated -->\nold\n<!-- /generated: e7_calibrated -->\nafter\n")
+    page.write_text("before\n<!-- generated: e7_calibrated -->\nold\n<!-- /generated -->\nafter\n")
     done = call("e7_calibration.py", "--render-only", "--out", str(tmp_path / "s"), "--page", str(page),
                 "--fig2", str(tmp_path / "f.jsonl"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     text = page.read_text()
     assert text.startswith("before\n<!-- generated: e7_calibrated -->\n") and text.endswith(
-        "<!-- /generated: e7_calibrated -->\nafter\n")
+        "<!-- /generated -->\nafter\n")
     assert "old" not in text
     # the 10% column: 0.3316 and 0.25 are within, 0.2 (vs 0.1714) and 0.5 (vs 0.88) are not
     assert "| majority class, test error | 0.3316 | 0.3316 | 1 of 1 |" in text
