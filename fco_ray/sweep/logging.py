@@ -10,7 +10,6 @@ its RunConfig, callbacks included, with the experiment state), so a sweep resume
 """
 from __future__ import annotations
 
-import json
 import time
 from functools import partial
 from pathlib import Path
@@ -94,8 +93,8 @@ class MLflowLogger(tune.Callback):
         state = self.running.get(trial.trial_id)
         if state is None or result.get("status") not in ("running", "finished"):
             return
-        rows = {int(j): row for j, row in json.loads(result["members"]).items()}
-        ended = json.loads(result["ended"])
+        rows = {int(j): row for j, row in result["members"]}
+        ended = result["ended"]
         for j, row in rows.items():
             state["last"][j] = row
         self._write(self.log.add_rows, {state["keys"][j]: row for j, row in rows.items()

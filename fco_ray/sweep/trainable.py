@@ -22,7 +22,6 @@ the MLflow logger skips rounds it already has). Algorithms with state on the cli
 """
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 from dataclasses import replace
@@ -72,9 +71,10 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict, problems: dict 
     """The Tune trainable: a group of configurations (one or more; `fco_ray.core.plan.prepare`),
     reporting every evaluated round.
 
-    Each report holds the rows of the group's configurations (`members`, JSON by index: Tune's
-    CSV logger fixes its columns at the first result, so rows travel as one text), those that
-    ended diverged (`ended`), and as the Tune metric the best of the round's values (Tune ranks
+    Each report holds the rows of the group's configurations (`members`: [[index, row], ...], a
+    list, which Tune's loggers keep as one value: its CSV logger fixes its columns at the first
+    result), those that ended diverged (`ended`: indices), and as the Tune metric the best of
+    the round's values (Tune ranks
     trials; the sweep's best configurations are ranked from MLflow, one run per configuration).
     The last report carries a checkpoint with each finished configuration's artifacts
     (`fco_ray.tracking.runs.write_artifacts`: `model.npz`, E6's `attack.png`; in folder `<index>/`), which the
@@ -165,7 +165,14 @@ def _report(sweep: Sweep, rnd: int, rows: dict, ended: list, status: str) -> dic
     best = (max if sweep.mode == "max" else min)(values) if values else None
     report = sweep.final_report({}, rnd, "diverged") if best is None else {sweep.metric: best}
     return {**report, "round": rnd, "timesteps_total": rnd, "status": status,
-            "members": json.dumps({str(j): r for j, r in rows.items()}), "ended": json.dumps(ended)}
+            # lists, which Tune's loggers keep as one value each (a dict would become a column
+            # per member and metric, changing as members end): [[member, row], ...]
+            "members": [[j, _plain(r)] for j, r in rows.items()], "ended": list(ended)}
+
+
+def _plain(row: dict) -> dict:
+    """A row's NumPy scalars as the Python numbers they hold (Tune's files show them so)."""
+    return {k: v.item() if hasattr(v, "item") else v for k, v in row.items()}
 
 
 def trial_name(trial) -> str:
