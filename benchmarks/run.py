@@ -538,7 +538,8 @@ def section_sweep(out: dict, quick: bool, repeats: int) -> None:
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         length = 10 if quick else 200
-        few = sweep("few_reports", length, length, one)
+        # (--quick: the short sweep above is this one: 10 rounds, one trial, reports at 0 and 10)
+        few = short if quick else sweep("few_reports", length, length, one)
         many = sweep("many_reports", length, 1, one)
     finally:
         ray.shutdown()
