@@ -22,6 +22,7 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "fco-ray-tests", "jax"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(512 << 20))  # bytes; oldest out first
 
 import numpy as np
 import pytest

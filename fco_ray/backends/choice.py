@@ -6,9 +6,11 @@ Two engines run the same update rules on the CPU with the same numbers (to round
   compilation once per run.
 
 `auto` takes the compiled rounds only where a side-by-side measurement says they are faster
-for the (problem, algorithm) pair at about the group's size, and the run is long enough for
-the time saved to pay for the compilation; everything else (a pair not measured, JAX not
-installed, a short run, a small problem) runs on the NumPy engine. The time saved is
+for the (problem, algorithm) pair at about the group's size, the rounds between two
+evaluations are at least as many as the measurement's (each such stretch is one call of the
+compiled program), and the run is long enough for the time saved to pay for the compilation;
+everything else (a pair not measured, JAX not installed or not loading, a short run, a small
+problem, frequent evaluations) runs on the NumPy engine. The time saved is
 estimated from the measured case scaled by the work of a round against the case's (model
 floats x clients per round x local steps: `fco_ray.core.plan.round_work`): a rough guide,
 enough to keep small problems, whose rounds take milliseconds, off the compiler. The
@@ -47,30 +49,39 @@ def jax_installed() -> bool:
 
 
 def nearest_case(speeds, problem: str, algorithm: str, group: int) -> dict | None:
-    """The measured case of this pair whose group size is nearest `group` (log scale); for an
-    algorithm not measured on this problem, the problem's measured cases (a round's cost is
-    mostly the problem's gradients or operator and prox, which every algorithm calls)."""
-    same = ([c for c in speeds if c["problem"] == problem and c["algorithm"] == algorithm]
-            or [c for c in speeds if c["problem"] == problem])
+    """The measured case of this pair whose group size is nearest `group` (log scale); None
+    for a pair not measured."""
+    same = [c for c in speeds if c["problem"] == problem and c["algorithm"] == algorithm]
     return min(same, key=lambda c: abs(math.log(c["G"] / group)), default=None)
 
 
-def compiled_pays(case: dict | None, group: int, rounds: int, work: int) -> bool:
-    """Whether whole compiled rounds beat the NumPy engine for a run of `rounds` rounds of a
-    group of `group` configurations whose rounds do `work` (`round_work`), by `case`'s
-    measurements."""
-    if case is None or case["compiled_ms"] > MARGIN * case["numpy_ms"]:
+def compiled_pays(case: dict | None, group: int, rounds: int, work: int, eval_every: int) -> bool:
+    """Whether whole compiled rounds beat the NumPy engine for a run of `rounds` rounds,
+    evaluated every `eval_every`, of a group of `group` configurations whose rounds do `work`
+    (`round_work`), by `case`'s measurements."""
+    if case is None or case["compiled_ms"] > MARGIN * case["numpy_ms"] or eval_every < case["every"]:
         return False
     scale = min(1.0, work / case["work"])  # past the measured size: no extrapolation
     saved_s = rounds * group * (case["numpy_ms"] - case["compiled_ms"]) * scale / 1e3
     return saved_s >= PAYBACK * (JAX_START_S + case["compile_s"])
 
 
-def chosen_device(problem: str, algorithm: str, *, group: int, rounds: int, work: int,
-                  rules: bool = True, speeds=None) -> str:
+def jax_loads() -> bool:
+    """Whether JAX imports and offers its CPU (installed is not enough: a broken jaxlib)."""
+    try:
+        import jax
+
+        return bool(jax.devices("cpu"))
+    except Exception:  # noqa: BLE001 - any failure to load means: not this engine
+        return False
+
+
+def chosen_device(problem: str, algorithm: str, *, group: int, rounds: int, eval_every: int,
+                  work: int, rules: bool = True, speeds=None) -> str:
     """'jax-cpu' where the pair has its rules (`rules`: both classes declare one), compiled
-    rounds pay (`compiled_pays`) and JAX is installed, else 'cpu'."""
+    rounds pay (`compiled_pays`) and JAX loads, else 'cpu'."""
     if not rules:
         return "cpu"
     case = nearest_case(load_speeds() if speeds is None else speeds, problem, algorithm, group)
-    return "jax-cpu" if compiled_pays(case, group, rounds, work) and jax_installed() else "cpu"
+    pays = compiled_pays(case, group, rounds, work, eval_every)
+    return "jax-cpu" if pays and jax_installed() and jax_loads() else "cpu"

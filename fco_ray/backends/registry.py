@@ -10,7 +10,7 @@ outside the backends asks a backend's name:
 - `compiles_rounds`: whether it runs whole rounds compiled from the rules (fco_ray.rules), each
   member with its own draws: groups may then differ in seed (fco_ray.core.plan), and algorithms
   written as a rule alone run there;
-- `for_work(problem, algorithm, group=, rounds=, work=, rules=)`: the settings that run a group
+- `for_work(problem, algorithm, group=, rounds=, eval_every=, work=, rules=)`: the settings that run a group
   (the local backend's `device: auto` picks its CPU engine there: fco_ray/backends/choice.py).
 This module imports no backend implementation: factories are "module:name" references.
 """
@@ -46,10 +46,10 @@ class BackendSettings(BaseModel):
         """The settings that size a trial's reservation, for messages."""
         return f"backend {self.name}"
 
-    def for_work(self, problem: str, algorithm: str, *, group: int, rounds: int,
+    def for_work(self, problem: str, algorithm: str, *, group: int, rounds: int, eval_every: int,
                  work: int, rules: bool) -> "BackendSettings":
         """The settings that run a group of `group` configurations of `algorithm` on `problem`
-        (names as in the config) for `rounds` rounds, each doing `work` (model floats x
+        (names as in the config) for `rounds` rounds evaluated every `eval_every`, each doing `work` (model floats x
         clients x local steps); `rules`: both classes declare their rules (fco_ray.rules).
         These settings, unless one says "choose"."""
         return self
@@ -74,15 +74,15 @@ class LocalBackendConfig(BackendSettings):
         may run either engine: it groups as the NumPy engine does)."""
         return self.device not in ("auto", "cpu")
 
-    def for_work(self, problem: str, algorithm: str, *, group: int, rounds: int,
+    def for_work(self, problem: str, algorithm: str, *, group: int, rounds: int, eval_every: int,
                  work: int, rules: bool) -> "LocalBackendConfig":
         """`auto`: this CPU's faster engine for the work (`choice.chosen_device`)."""
         if self.device != "auto":
             return self
         from .choice import chosen_device
 
-        device = chosen_device(problem, algorithm, group=group, rounds=rounds, work=work,
-                               rules=rules)
+        device = chosen_device(problem, algorithm, group=group, rounds=rounds,
+                               eval_every=eval_every, work=work, rules=rules)
         return self.model_copy(update={"device": device})
 
 

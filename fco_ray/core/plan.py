@@ -121,7 +121,8 @@ class Prepared:
         size and rounds: fco_ray/backends/choice.py)."""
         cfg = self.first
         return cfg.backend.for_work(cfg.problem.name, cfg.algorithm.name, group=len(self.configs),
-                                    rounds=cfg.rounds, work=round_work(cfg, self.problem),
+                                    rounds=cfg.rounds, eval_every=cfg.eval_every,
+                                    work=round_work(cfg, self.problem),
                                     rules=self.algorithms[0].has_rule() and self.problem.has_rule())
 
     def group(self) -> Group:

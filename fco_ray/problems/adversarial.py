@@ -57,8 +57,8 @@ class UniversalAdversarial(SaddleProblem):
         x, labels, weight = batch["x"], batch["y"], batch["weight"]
         w, delta = params["W"], params["delta"]
         xa = x + delta[:, None, :]
-        # batched matrix products (np.matmul runs BLAS per client; np.einsum's C loop was
-        # 20-40x slower at E6's sizes: benchmarks/results/compiled_rounds.md)
+        # batched matrix products: np.matmul runs BLAS per client, far faster here than
+        # np.einsum's loops (benchmarks/results/e6_numpy_matmul.md)
         logits = xa @ w
         if "b" in params:
             logits = logits + params["b"][:, None, :]

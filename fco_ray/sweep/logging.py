@@ -10,6 +10,8 @@ its RunConfig, callbacks included, with the experiment state), so a sweep resume
 """
 from __future__ import annotations
 
+import json
+
 import time
 from functools import partial
 from pathlib import Path
@@ -93,8 +95,7 @@ class MLflowLogger(tune.Callback):
         state = self.running.get(trial.trial_id)
         if state is None or result.get("status") not in ("running", "finished"):
             return
-        rows = {int(j): row for j, row in result["members"]}
-        ended = result["ended"]
+        rows, ended = result_rows(result)
         for j, row in rows.items():
             state["last"][j] = row
         self._write(self.log.add_rows, {state["keys"][j]: row for j, row in rows.items()
@@ -177,6 +178,16 @@ class MLflowLogger(tune.Callback):
             value = row.get(self.sweep.metric, float("nan")) if status != "diverged" else float("nan")
             text = f"{status} at round {row.get('round', 0)}, {self.sweep.metric}={value:.4g}"
         self.echo(f"[{self.completed}/{self.sweep.num_trials()}] {state['labels'][j]}: {text}")
+
+
+def result_rows(result: dict) -> tuple[dict[int, dict], list[int]]:
+    """A trial's Tune result as (rows by member index, members that ended diverged): `members`
+    is [[index, row], ...] (fco_ray/sweep/trainable.py); a result checkpointed by an earlier
+    version and replayed on resume holds them as JSON text ({index: row}, [index, ...])."""
+    members, ended = result["members"], result["ended"]
+    if isinstance(members, str):
+        members, ended = json.loads(members).items(), json.loads(ended)
+    return {int(j): row for j, row in members}, [int(j) for j in ended]
 
 
 def tune_loggers() -> list:

@@ -13,6 +13,8 @@ that declares one runs here, a user's own included.
 from __future__ import annotations
 
 import math
+import os
+import sys
 
 import numpy as np
 
@@ -23,7 +25,16 @@ from . import DEVICES
 INSTALL = "install the GPU extra: pip install -e '.[gpu]'"
 
 
+#: XLA's CPU thread pool of one thread (its default takes every core)
+ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
 def _jax():
+    if os.environ.get("OMP_NUM_THREADS") == "1" and "XLA_FLAGS" not in os.environ and "jax" not in sys.modules:
+        # a process held to one thread (Ray sets OMP_NUM_THREADS=1 in a task or trial of one
+        # CPU): XLA's CPU pool follows, so that trials side by side do not oversubscribe the
+        # cores (read when JAX first loads in the process)
+        os.environ["XLA_FLAGS"] = ONE_THREAD
     try:
         import jax
     except ImportError as e:
