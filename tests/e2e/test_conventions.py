@@ -27,11 +27,6 @@ def flat(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def generate():
-    return load("generate")
-
-
-@pytest.fixture(scope="module")
 def record():
     return json.loads((ROOT / "results" / "conventions.json").read_text())
 

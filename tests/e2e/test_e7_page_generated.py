@@ -3,7 +3,6 @@ page is one generate.py sees (and --check compares), a hand edit inside one is w
 changed record changes the page, and a table of numbers outside the regions stands only in a
 section that says it has no record.
 """
-import importlib.util
 import json
 import re
 import shutil
@@ -14,14 +13,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "results" / "e7.md"
 NO_RECORD = "Not generated: no record kept"
-
-
-@pytest.fixture(scope="module")
-def generate():
-    spec = importlib.util.spec_from_file_location("generate_e7", ROOT / "results" / "generate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_marker_on_the_pages_is_one_generate_sees(generate):

@@ -2,7 +2,6 @@
 the record (results/*.csv and the scripts' outputs): a number typed by hand into a region, or a
 record changed without regenerating the pages, fails here.
 """
-import importlib.util
 import re
 from pathlib import Path
 
@@ -10,14 +9,6 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def generate():
-    spec = importlib.util.spec_from_file_location("generate", ROOT / "results" / "generate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_generated_region_matches_its_record(generate):
