@@ -8,7 +8,6 @@ import re
 import shutil
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "results" / "e7.md"
