@@ -1821,6 +1821,20 @@ def benchmarks_compiled() -> str:
     return head + "\n" + "".join(para(f"- {case}: {'; '.join(items)}.", "  ") for case, items in families.items())
 
 
+@block("benchmarks.auto_engine")
+def benchmarks_auto_engine() -> str:
+    """`device: auto` against `device: cpu` on lone runs, from benchmarks/results/auto_engine.json."""
+    r = bench("auto_engine.json")
+    loads = [x[k] for x in r["rows"] for k in ("load_before", "load_after")]
+    items = [f"{x['case']} ({x['rounds']} rounds, evaluated every {x['eval_every']}): auto picked "
+             f"{x['auto_picked']}, {x['auto_median_s']:.1f} s against {x['cpu_median_s']:.1f} s on `cpu` "
+             f"({x['cpu_median_s'] / x['auto_median_s']:.2f}x)" for x in r["rows"]]
+    head = para(f"Recorded by `{r['command']}`, 1-minute load average {min(loads):.1f}-{max(loads):.1f}: "
+                "wall seconds of `fco_ray.run` of one configuration at the shipped sweep file's "
+                "settings, in a fresh process, with each engine's default threads (medians):")
+    return head + "\n" + "".join(para(f"- {item}.", "  ") for item in items)
+
+
 def ms(x: float) -> str:
     """Milliseconds to 3 significant figures (`1.87`, `48.9`, `5215`)."""
     return f"{x:.0f}" if x >= 100 else f"{x:.3g}"

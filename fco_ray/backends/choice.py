@@ -8,7 +8,7 @@ Two engines run the same update rules on the CPU with the same numbers (to round
 `auto` takes the compiled rounds only where a side-by-side measurement says they are faster
 for the (problem, algorithm) pair at about the group's size, the rounds between two
 evaluations are at least as many as the measurement's (each such stretch is one call of the
-compiled program), and the run is long enough for the time saved to pay for the compilation;
+compiled program; `CALL_BOUND_MS`), and the run is long enough for the time saved to pay for the compilation;
 everything else (a pair not measured, JAX not installed or not loading, a short run, a small
 problem, frequent evaluations) runs on the NumPy engine. The time saved is
 estimated from the measured case scaled by the work of a round against the case's (model
@@ -35,6 +35,11 @@ MARGIN = 0.9
 JAX_START_S = 1.5
 #: the time saved must pay for the start and the compilation this many times over
 PAYBACK = 2.0
+#: a compiled call (the rounds between two evaluations) pays a fixed cost: its launch and the
+#: state's copy in and out, milliseconds on the CPU. The measurements ran `every` rounds per
+#: call; a run evaluating more often pays that cost more often, which matters only where a
+#: round is cheap: from this many ms per configuration-round, a call of one round is fine
+CALL_BOUND_MS = 100.0
 
 
 def load_speeds(path: Path = SPEEDS) -> list[dict]:
@@ -59,8 +64,10 @@ def compiled_pays(case: dict | None, group: int, rounds: int, work: int, eval_ev
     """Whether whole compiled rounds beat the NumPy engine for a run of `rounds` rounds,
     evaluated every `eval_every`, of a group of `group` configurations whose rounds do `work`
     (`round_work`), by `case`'s measurements."""
-    if case is None or case["compiled_ms"] > MARGIN * case["numpy_ms"] or eval_every < case["every"]:
+    if case is None or case["compiled_ms"] > MARGIN * case["numpy_ms"]:
         return False
+    if eval_every < case["every"] and case["compiled_ms"] < CALL_BOUND_MS:
+        return False  # shorter calls than measured, of cheap rounds: their fixed cost counts
     scale = min(1.0, work / case["work"])  # past the measured size: no extrapolation
     saved_s = rounds * group * (case["numpy_ms"] - case["compiled_ms"]) * scale / 1e3
     return saved_s >= PAYBACK * (JAX_START_S + case["compile_s"])

@@ -14,6 +14,7 @@ BENCHMARKS = ROOT / "benchmarks"
 
 #: script -> the arguments of its smoke run, besides --quick
 LOCAL = {
+    "auto_engine.py": [],  # device auto beside device cpu on lone runs
     "blas_floor.py": [],
     "compiled_rounds.py": [],
     "config_errors.py": [],  # bad run and sweep files refused, beside `python -c pass`  # the device backend on JAX's CPU platform beside numba

@@ -47,6 +47,12 @@ def test_compiled_rounds_only_where_they_pay(group, rounds, work, every, expecte
                                 group, rounds, work, every) is expected
 
 
+def test_shorter_calls_than_measured_are_fine_where_rounds_are_expensive():
+    heavy = {**CASE, "numpy_ms": 2000.0, "compiled_ms": 1400.0, "every": 2, "work": 10}
+    assert choice.compiled_pays(heavy, 1, 20, 10, 1)  # E5 nuclear: 20 rounds, evaluated every round
+    assert not choice.compiled_pays({**CASE, "every": 2}, 4, 10**6, 10_000, 1)  # cheap rounds
+
+
 def test_slower_or_unmeasured_pairs_no_rules_and_no_jax_stay_on_numpy(monkeypatch):
     slow = {**CASE, "compiled_ms": 9.5}  # within MARGIN: not worth a compiler
     assert not choice.compiled_pays(slow, 4, 10**6, 10_000, 5)
