@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from contextlib import closing
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -115,10 +116,10 @@ class Prepared:
     def first(self) -> RunConfig:
         return self.configs[0]
 
-    @property
+    @cached_property
     def backend(self):
         """The backend settings this group runs with (`device: auto` decided for its pair,
-        size and rounds: fco_ray/backends/choice.py)."""
+        size and rounds, once: fco_ray/backends/choice.py)."""
         cfg = self.first
         return cfg.backend.for_work(cfg.problem.name, cfg.algorithm.name, group=len(self.configs),
                                     rounds=cfg.rounds, eval_every=cfg.eval_every,
