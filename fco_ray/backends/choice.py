@@ -22,7 +22,6 @@ This module imports neither JAX nor numba.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -49,10 +48,6 @@ def load_speeds(path: Path = SPEEDS) -> list[dict]:
     return json.loads(Path(path).read_text())["cases"]
 
 
-def jax_installed() -> bool:
-    return importlib.util.find_spec("jax") is not None
-
-
 def nearest_case(speeds, problem: str, algorithm: str, group: int) -> dict | None:
     """The measured case of this pair whose group size is nearest `group` (log scale); None
     for a pair not measured."""
@@ -74,7 +69,7 @@ def compiled_pays(case: dict | None, group: int, rounds: int, work: int, eval_ev
 
 
 def jax_loads() -> bool:
-    """Whether JAX imports and offers its CPU (installed is not enough: a broken jaxlib)."""
+    """Whether JAX imports and offers its CPU (not installed, or a broken jaxlib: no)."""
     try:
         import jax
 
@@ -91,4 +86,4 @@ def chosen_device(problem: str, algorithm: str, *, group: int, rounds: int, eval
         return "cpu"
     case = nearest_case(load_speeds() if speeds is None else speeds, problem, algorithm, group)
     pays = compiled_pays(case, group, rounds, work, eval_every)
-    return "jax-cpu" if pays and jax_installed() and jax_loads() else "cpu"
+    return "jax-cpu" if pays and jax_loads() else "cpu"
