@@ -141,6 +141,7 @@ def speeds(rows: list[dict]) -> list[dict]:
     its evaluation interval (`every`: rounds per compiled call), round work, both engines'
     median ms per configuration-round and the compilation's seconds."""
     specs = {c["label"]: c["spec"] for c in cases(False)}
+    works: dict[str, int] = {}  # a case's round work, by label (each problem built once)
     out = []
     for (label, g), p in pairs(rows).items():
         if len(p) < 2 or label not in specs:
@@ -149,8 +150,10 @@ def speeds(rows: list[dict]) -> list[dict]:
         rounds_s = {k: r["every"] * g * r["per_config_round_median_ms"] / 1e3 for k, r in p.items()}
         compile_s = (c["first_interval_s"] - rounds_s["compiled"]) - (n["first_interval_s"] - rounds_s["numba"])
         problem, algorithm = specs[label]
+        if label not in works:
+            works[label] = case_work(problem, algorithm)
         out.append({"case": label, "problem": problem["name"], "algorithm": algorithm["name"], "G": g,
-                    "every": c["every"], "work": case_work(problem, algorithm),
+                    "every": c["every"], "work": works[label],
                     "numpy_ms": round(n["per_config_round_median_ms"], 4),
                     "compiled_ms": round(c["per_config_round_median_ms"], 4),
                     "compile_s": round(max(0.0, compile_s), 3)})
