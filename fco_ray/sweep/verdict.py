@@ -9,12 +9,15 @@ in the trials' configs; a paper figure is named as reproduced only when every tr
 the figure's setting (declared with the figure in `fco_ray.experiments`) and its claims are
 then checked one by one on this sweep's best configurations, agreeing or not. The order of
 the best configurations is the one ranking of fco-ray (`tracking.queries.rank_configurations`,
-the `place` column), which also orders the MLflow link's run list.
+the `place` column), which also orders the MLflow link's run list and the report's tables;
+when other configurations reach the winner's score, the first line says how many and what
+broke the tie (`tie_clause`).
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from ..experiments import TRUTHS, nearest
@@ -90,6 +93,41 @@ def inside_grid(best: pd.DataFrame, trials: pd.DataFrame, searched: list[str]) -
     return True
 
 
+def tie_clause(top, trials: pd.DataFrame, metric: str, mode: str, keys: list[str]) -> str | None:
+    """When other configurations reach the winner's score: how many, and what broke the tie,
+    in the terms of the one ranking (`tracking.queries.rank_configurations`): the larger
+    (max) or smaller (min) mean over seeds of `mean.<metric>`, the metric averaged over the
+    evaluated rounds (the configuration that got there sooner), then the params as text.
+    None when the winner's score is its own."""
+    if trials.empty or metric not in trials or "status" not in trials:
+        return None
+    worst = math.inf if mode == "min" else -math.inf
+    score = trials[metric].where((trials["status"] == "finished") & trials[metric].notna(), worst)
+    by = ["algorithm", *[k for k in keys if k in trials]]
+    other = [p for p in trials.attrs.get("params", []) if p != "seed" and p in trials and p not in by]
+    frame = trials[by + other].map(str).assign(_score=score.astype(float))
+    if f"mean.{metric}" in trials:
+        frame["_speed"] = trials[f"mean.{metric}"].astype(float)
+    configs = frame.groupby(by + other, sort=False).mean(numeric_only=True)
+    tied = configs[np.isclose(configs["_score"], float(top["score"]), rtol=0, atol=1e-12)]
+    if len(tied) < 2:
+        return None
+    algs = tied.index.get_level_values("algorithm")
+    counts = pd.Series(algs).value_counts(sort=False)
+    which = (f"all {counts.index[0]}" if len(counts) == 1
+             else ", ".join(f"{n} {a}" for a, n in counts.items()))
+    text = f"one of {len(tied)} configurations at {_num(float(top['score']))}, {which}"
+    if "_speed" in tied and tied["_speed"].notna().sum() > 1:
+        speeds = sorted(tied["_speed"].dropna(), reverse=(mode == "max"))  # best first
+        sooner = "larger" if mode == "max" else "smaller"
+        text += (f"; the ranking breaks the tie by the {sooner} mean {metric} over the evaluated "
+                 f"rounds (the configuration that got there sooner): {_num(float(speeds[0]))} here, "
+                 f"{_num(float(speeds[1]))} the next")
+    else:
+        text += "; the ranking breaks the tie by the configurations' parameters as text"
+    return text
+
+
 def verdict_lines(best: pd.DataFrame, trials: pd.DataFrame, metric: str, mode: str,
                   searched: list[str], sweep_file: str | None = None) -> list[str]:
     """The closing lines: winner and margin, truth, divergence, paper figure, next command."""
@@ -101,7 +139,9 @@ def verdict_lines(best: pd.DataFrame, trials: pd.DataFrame, metric: str, mode: s
     keys = [k for k in searched if k in order]
     lines = []
     top = order.iloc[0]
-    head = f"verdict: {top['algorithm']} wins on final {metric}: {_num(top['score'])} at {_where(top, keys)}"
+    tie = tie_clause(top, trials, metric, mode, keys)
+    head = (f"verdict: {top['algorithm']} wins on final {metric}: {_num(top['score'])} at {_where(top, keys)}"
+            + (f" ({tie})" if tie else ""))
     if len(order) > 1:
         second = order.iloc[1]
         margin = abs(top["score"] - second["score"])

@@ -101,3 +101,23 @@ def test_verdict_says_only_what_the_data_supports():
     low = {"problem.name": "lowrank", "problem.rank": 16}
     assert truth_sentence(pd.Series({**low, "rank": 16.0}), frame) == "rank 16 = exactly the true rank 16"
     assert truth_sentence(pd.Series({**low, "rank": 22.0}), frame) == "rank 22 against the true rank 16 (above it)"
+
+
+def test_verdict_says_when_it_broke_a_tie_and_how():
+    # three configurations end at F1 1; the ranking (rank_configurations) puts first the one
+    # with the larger mean F1 over its rounds, and the verdict says so with the two values
+    frame = trials([("a", 0.1, 1.0, "finished", 1.0), ("a", 0.01, 1.0, "finished", 1.0),
+                    ("b", 0.1, 1.0, "finished", 1.0), ("b", 0.01, 1.0, "finished", 0.5)])
+    frame = frame.assign(**{"mean.f1": [0.80, 0.95, 0.70, 0.40], "run_id": list("wxyz")})
+    frame.attrs.update(params=[*KEYS, "seed"], metrics=["f1"])
+    from fco_ray.tracking.queries import best_per_algorithm
+
+    best = best_per_algorithm(frame, "f1", "max")
+    head = verdict_lines(best, frame, "f1", "max", KEYS)[0]
+    assert head == ("verdict: a wins on final f1: 1.000 at client_lr=0.01, server_lr=1 (one of 3 "
+                    "configurations at 1.000, 2 a, 1 b; the ranking breaks the tie by the larger mean f1 "
+                    "over the evaluated rounds (the configuration that got there sooner): 0.950 here, "
+                    "0.800 the next), against b's best 1.000 at client_lr=0.1, server_lr=1 (margin 0.000)")
+    # no tie: no clause
+    alone = frame.assign(f1=[0.9, 1.0, 0.8, 0.5])
+    assert "one of" not in verdict_lines(best_per_algorithm(alone, "f1", "max"), alone, "f1", "max", KEYS)[0]
