@@ -1,11 +1,13 @@
 """Algorithms written as their rule alone (`fco_ray.rules`; docs/custom_rules.md).
 
 A `RuleAlgorithm` subclass names its hyperparameters (`Hyper`) and its one-member rule
-(`rule`: a class with `init`, `broadcast`, `client`, `server` and `output`, in JAX). Its
-rounds run where rules run: on a device backend (`backend: {name: local, device: jax-cpu}` on
-this CPU, or `cuda`), alone or fused over its real-valued hyperparameters, lam and (where the
-data allows) seeds. The host needs only the initial state and the output model, which it
-takes from the same rule.
+(`rule`: a class with `init`, `broadcast`, `client`, `server` and `output`, in JAX). It runs
+on every executor, alone or fused over its real-valued hyperparameters and lam: the CPU
+engine (`device: auto` or `cpu`) and Ray actors round by round (`fco_ray.rules.host`), and a
+device backend (`jax-cpu`, `cuda`) as whole compiled rounds, fused over seeds too where the
+data allows. Its groups are `fco_ray.core.group.RuleGroup`s, which run the rule under
+`jax.vmap` over members; this class holds what one configuration needs on the host (its
+initial state and output model, from the same rule).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ def host(tree):
 
 class RuleAlgorithm(Algorithm):
     fusable = True
-    #: its update rules exist only as the rule: it runs on a device backend
+    #: its update rules exist only as the rule (its groups: `RuleGroup`)
     rule_only: ClassVar[bool] = True
 
     def _hyper(self, problem) -> tuple:
@@ -47,8 +49,8 @@ class RuleAlgorithm(Algorithm):
         rule_problem, hyper = self._hyper(problem)
         return host(self.make_rule().extra_outputs(rule_problem, state, hyper))
 
-    def _device_only(self, *args, **kwargs):
-        raise TypeError(f"algorithm {self.name!r} is written as a rule: it runs on a device "
-                        "backend (backend: {name: local, device: jax-cpu} or cuda)")
+    def _rule_only(self, *args, **kwargs):
+        raise TypeError(f"algorithm {self.name!r} is written as a rule: its rounds run in a "
+                        "group (fco_ray.core.group.RuleGroup), which compiles the rule")
 
-    broadcast = client_update = server_update = _device_only
+    broadcast = client_update = server_update = _rule_only

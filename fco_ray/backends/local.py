@@ -36,6 +36,21 @@ def block_size(algorithm, problem) -> int:
                int(BLOCK_BYTES // max(1, per_client)))
 
 
+class Programs:
+    """The rule programs compiled on one executor (`fco_ray.rules.host.Programs`), made at
+    the first group that runs its rule here: JAX is imported only then."""
+
+    def __init__(self):
+        self.compiled = None
+
+    def get(self, group, problem):
+        if self.compiled is None:
+            from ..rules.host import Programs as Compiled
+
+            self.compiled = Compiled()
+        return self.compiled.get(group, problem)
+
+
 class ClientStates:
     """The per-client state of one run (`Algorithm.client_state`), by local client row:
     made by the algorithm at a client's first round, replaced after every round."""
@@ -59,13 +74,17 @@ class ClientStates:
 
 
 def weighted_sum(algorithm, problem, payload, rows, key: Key,
-                 states: ClientStates | None = None) -> tuple[dict, float]:
+                 states: ClientStates | None = None, programs=None) -> tuple[dict, float]:
     """Sum over the clients `rows` of weight * message (the shard-level pre-aggregation),
     computed block by block (see BLOCK_BYTES). Client randomness is keyed by client id,
     so blocking changes nothing but the order of the final sum. `states`: the run's client
-    states, for an algorithm with `client_state`."""
+    states, for an algorithm with `client_state`; `programs`: the executor's compiled rules
+    (`Programs`), for a group that runs its rule (`runs_rule`: all its clients in one call)."""
     rows = np.asarray(rows)
     ids = np.asarray(key.client_ids)
+    if getattr(algorithm, "runs_rule", False):
+        sums = algorithm.client_update(problem, payload, rows, key, programs)
+        return sums, float(algorithm.client_weights(problem, rows).sum())
     if algorithm.client_state and states is None:
         raise ValueError(f"algorithm {algorithm.name!r} keeps client state: pass the run's ClientStates")
     # blocks of about block_size clients, of equal sizes (10 clients with a block size of 9
@@ -115,6 +134,7 @@ class LocalBackend:
         self.problem = problem
         self.chunk_size = chunk_size
         self.states = ClientStates()  # client state of the current run
+        self.programs = Programs()  # the compiled rules run here (fco_ray.rules.host)
 
     def start_run(self) -> None:
         """A new run begins: client state of an earlier run on this backend is dropped."""
@@ -125,11 +145,12 @@ class LocalBackend:
         for start in range(0, len(client_ids), self.chunk_size):
             ids = client_ids[start:start + self.chunk_size]
             parts.append(weighted_sum(algorithm, self.problem, payload, ids,
-                                      Key(key.seed, key.round, ids), self.states))
+                                      Key(key.seed, key.round, ids), self.states, self.programs))
         return add_sums(parts)
 
     def close(self):
         self.states = ClientStates()
+        self.programs = Programs()
 
 
 def make_local(config, problem):

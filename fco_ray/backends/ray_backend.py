@@ -56,7 +56,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from ..ops.random import Key
 from ..runtime.heap import keep_freed_memory
 from . import cluster
-from .local import ClientStates, add_sums, weighted_sum
+from .local import ClientStates, Programs, add_sums, weighted_sum
 
 STRATEGIES = {"spread": "SPREAD", "pack": "PACK"}
 
@@ -91,6 +91,7 @@ class ShardWorker:
         self.algorithm, self.algorithm_id = None, None  # the algorithm and its ref's id
         self.received = 0  # bytes of the last round's arguments (payload + ids)
         self.states: dict[str, ClientStates] = {}  # run token -> its client states
+        self.programs = Programs()  # the rules compiled in this actor, kept across runs
 
     def _use(self, algorithm) -> None:
         """The algorithm of this call: sent by value with every call (a few hundred bytes,
@@ -134,7 +135,7 @@ class ShardWorker:
         for start in range(0, len(ids), self.chunk_size):
             chunk = slice(start, start + self.chunk_size)
             parts.append(weighted_sum(self.algorithm, self.problem, payload, rows[chunk],
-                                      Key(seed, rnd, ids[chunk]), states))
+                                      Key(seed, rnd, ids[chunk]), states, self.programs))
         sums, weight = add_sums(parts)
         return sums, weight, os.getpid(), self.holds_state(run)
 

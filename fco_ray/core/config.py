@@ -77,13 +77,11 @@ class RunConfig(_Strict):
 
     @model_validator(mode="after")
     def _device_program(self):
-        """A device other than cpu needs a device program for the (algorithm, problem) pair."""
-        if ALGORITHMS[self.algorithm.name].rule_only and not self.backend.compiles_rounds:
-            raise ValueError(f"backend.device: algorithm {self.algorithm.name!r} is written as a "
-                             "rule (JAX): it runs with backend {name: local, device: jax-cpu} "
-                             "(this CPU) or device: cuda")
-        if self.backend.compiles_rounds and self.problem.name != "custom":
-            # (a custom instance's rule is asked for where the backend is made)
+        """Rules of both the algorithm and the problem: for a device other than cpu, and for
+        an algorithm written as a rule alone (which runs by its rule on every executor)."""
+        needs_rules = self.backend.compiles_rounds or ALGORITHMS[self.algorithm.name].rule_only
+        if needs_rules and self.problem.name != "custom":
+            # (a custom instance's rule is asked for where the rule is compiled)
             from .checks import no_device_program
 
             why = no_device_program(self.algorithm.name, self.problem.name)

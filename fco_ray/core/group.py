@@ -65,9 +65,12 @@ def fuse_key(hp) -> str:
 def make_group(algorithms: list[Algorithm], lams: list[float] | None = None,
                seeds: list[int] | None = None) -> "Group":
     """The group that runs `algorithms` (configurations of one algorithm class) together:
-    one configuration alone is `Single`; several, or one with its own lam, are `Stacked`.
+    one configuration alone is `Single`; several, or one with its own lam, are `Stacked`; an
+    algorithm written as a rule alone is a `RuleGroup` of any size.
     `lams`, `seeds`: one regularizer weight / seed per configuration where they differ
     (None: the problem's / the run's)."""
+    if algorithms[0].rule_only:
+        return RuleGroup(algorithms, lams, seeds)
     if len(algorithms) == 1 and lams is None and seeds is None:
         return Single(algorithms[0])
     return Stacked(algorithms, lams, seeds)
@@ -123,19 +126,25 @@ class Group(Algorithm):
     def per_member(self, floats_up: float, floats_down: float, payload) -> tuple[float, float]:
         """An exchange's communicated floats as counted for each member's own run."""
 
-    @abc.abstractmethod
-    def stack_payload(self, tree):
-        """A payload with every array on a leading member axis (G, ...); numbers (shared by
-        the members) stay numbers. For code that always works on the member axis (the device
-        path)."""
-
-    @abc.abstractmethod
-    def unstack_sums(self, sums: dict) -> dict:
-        """Summed messages given as (G, ...) in the group's own layout."""
-
     def member_hyper(self, field: str) -> np.ndarray:
-        """(G,) the members' values of a hyperparameter."""
-        return np.array([getattr(m.hp, field) for m in self.members], float)
+        """(G,) the members' values of a hyperparameter (None: NaN)."""
+        return np.array([np.nan if getattr(m.hp, field) is None else getattr(m.hp, field)
+                         for m in self.members], float)
+
+    def rule_hyper(self, lam: float) -> dict[str, np.ndarray]:
+        """The `hyper` of the members' rules (fco_ray.rules): every real-valued
+        hyperparameter, one value per member (varying or not: a rule reads them all from
+        here), and psi's weight `lam` (each member's own where they differ, else `lam`, the
+        problem's)."""
+        hyper = {f: self.member_hyper(f) for f in self.hp.real_fields()}
+        lams = self.lams if self.lams is not None else [lam] * self.size
+        return {**hyper, "lam": np.asarray(lams, float)}
+
+    def rule_key(self) -> str:
+        """What a compiled rule of this group depends on beside the arrays it is given: the
+        algorithm's settings that are not real numbers (those come in `rule_hyper`)."""
+        shared = {f: v for f, v in self.hp.model_dump().items() if not isinstance(v, float)}
+        return repr(sorted(shared.items()))
 
 
 def evaluate_one(problem: Problem, algorithm: Algorithm, state: dict) -> dict[str, float]:
@@ -211,14 +220,6 @@ class Single(Group):
 
     def per_member(self, floats_up, floats_down, payload):
         return floats_up, floats_down
-
-    def stack_payload(self, tree):
-        if isinstance(tree, dict):
-            return {k: self.stack_payload(v) for k, v in tree.items()}
-        return np.asarray(tree)[None] if np.ndim(tree) else tree
-
-    def unstack_sums(self, sums):
-        return {k: v[0] for k, v in sums.items()}
 
 
 def stack_states(states: list):
@@ -367,20 +368,10 @@ class Stacked(Group):
         return self.server.server_update(self._problem(problem, 1), state, mean, rnd)
 
     def output(self, problem, state):
-        if self.cls.rule_only:  # the rule reads one member's state: member by member
-            return stack_states([m.output(self._own(problem, j), _member(state, j))
-                                 for j, m in enumerate(self.members)])
         return self.server.output(self._problem(problem, 1), state)
 
     def extra_outputs(self, problem, state):
-        if self.cls.rule_only:
-            outs = [m.extra_outputs(self._own(problem, j), _member(state, j)) for j, m in enumerate(self.members)]
-            return {k: stack_states([o[k] for o in outs]) for k in outs[0]}
         return self.server.extra_outputs(self._problem(problem, 1), state)
-
-    def _own(self, problem: Problem, j: int) -> Problem:
-        """Member j's problem (its own lam)."""
-        return problem if self.lams is None else problem.with_lam(self.lams[j])
 
     def extra_output_names(self):
         return self.members[0].extra_output_names()
@@ -392,7 +383,7 @@ class Stacked(Group):
         return _take(tree, members)
 
     def keep(self, members):
-        return Stacked([self.members[i] for i in members],
+        return type(self)([self.members[i] for i in members],
                        None if self.lams is None else [self.lams[i] for i in members],
                        None if self.seeds is None else [self.seeds[i] for i in members])
 
@@ -423,13 +414,93 @@ class Stacked(Group):
                 out[j] = row
         return out
 
-    def stack_payload(self, tree):
-        return tree
-
-    def unstack_sums(self, sums):
-        return sums
-
     def per_member(self, floats_up, floats_down, payload):
         # every message is stacked (G, ...); a payload's number shared by all members (e.g.
         # FeDualEx's t at one server rate) is one float of each member's own
         return floats_up / self.size, floats_down * size(_member(payload, 0)) / max(size(payload), 1)
+
+
+class RuleGroup(Stacked):
+    """G >= 1 configurations of an algorithm written as its rule alone
+    (`fco_ray.algorithms.rule_based`). Every leaf of its state is on the member axis (G, ...),
+    and the rule, written for one member, runs under `jax.vmap` over them: round by round on
+    the host executors (`fco_ray.rules.host`: the clients' part where they are, in the local
+    backend or on each Ray actor; broadcast, server and outputs here), or whole rounds on a
+    device backend (which reads the same layout).
+
+    Its compiled driver-side pieces are kept for the group's life (not pickled: a Ray actor
+    compiles its own client part once, `rules.host.Programs`)."""
+
+    runs_rule = True  # the backends hand it their compiled programs (`client_update`)
+    presummed = True  # `client_update` returns the weighted sums over its clients
+
+    def __init__(self, members: list[Algorithm], lams: list[float] | None = None,
+                 seeds: list[int] | None = None):
+        super().__init__(members, lams, seeds)
+        self.presummed = True
+        self._programs = None  # rules.host.Programs of the driver's side
+        self._broadcast = None
+
+    def __getstate__(self):
+        return {**self.__dict__, "_programs": None, "_broadcast": None}
+
+    def _program(self, problem: Problem):
+        if self._programs is None:
+            from ..rules.host import Programs
+
+            self._programs = Programs()
+        return self._programs.get(self, problem)
+
+    def _hyper_of(self, program) -> dict:
+        return self.rule_hyper(program.problem_rule.lam)
+
+    def server_init(self, problem, params0):
+        """Every member's state from the rule's `init`, each leaf on the member axis."""
+        inits = params0 if isinstance(params0, list) else [params0] * self.size
+        states = [m.server_init(problem, p0) for m, p0 in zip(self.members, inits)]
+        return _stack_all(states)
+
+    def start(self, problem, seed):
+        state = super().start(problem, seed)
+        from ..rules.host import check_rule
+
+        program = self._program(problem)
+        check_rule(program, _member(state, 0), {k: v[0] for k, v in self._hyper_of(program).items()},
+                   problem.shapes)
+        return state
+
+    def broadcast(self, state):
+        if self._broadcast is None:
+            from ..rules.host import compile_broadcast
+
+            self._broadcast = compile_broadcast(self.members[0].make_rule())
+        return self._broadcast(state)
+
+    def client_update(self, problem: Problem, payload, rows, key: Key, programs=None):
+        """The weighted sum over `rows` of the members' client messages (G, ...), by the
+        executor's compiled program (`programs`: the executor's `rules.host.Programs`)."""
+        if programs is None:
+            raise TypeError(f"algorithm {self.name!r} is written as a rule: its clients run "
+                            "through an executor's compiled programs (fco_ray.rules.host)")
+        program = programs.get(self, problem)
+        return program.client_sums(payload, self._hyper_of(program), key.seed, key.round,
+                                   key.client_ids, rows, self.client_weights(problem, rows))
+
+    def server_update(self, problem, state, mean, rnd):
+        program = self._program(problem)
+        return program.server(state, mean, self._hyper_of(program))
+
+    def output(self, problem, state):
+        program = self._program(problem)
+        return program.output(state, self._hyper_of(program))
+
+    def extra_outputs(self, problem, state):
+        program = self._program(problem)
+        return program.extra_outputs(state, self._hyper_of(program))
+
+
+def _stack_all(states: list):
+    """One state for all members with every leaf on the member axis (G, ...)."""
+    if isinstance(states[0], dict):
+        return {k: _stack_all([s[k] for s in states]) for k in states[0]}
+    return np.stack([np.asarray(s) for s in states])

@@ -1,0 +1,174 @@
+"""A rule's rounds on the host executors, one round at a time: the CPU engine (`backend: local`,
+device `auto` or `cpu`) and the Ray actors, which hold the clients and their data.
+
+The engine keeps its round loop (sampling, divergence, evaluation, checkpoints); the rule's
+pieces run compiled with JAX on this CPU, for every member of a group at once (`jax.vmap`
+over members: the rule itself sees one member):
+
+- where the clients are (the local backend; each Ray actor over its own shard):
+  `client_sums`, the sum over the given clients of weight x the rule's client message
+  (`jax.vmap` over clients of `jax.vmap` over members, as in `fco_ray.rules.rounds`);
+- on the driver: `broadcast`, `server` and the output models.
+
+A `RuleProgram` is compiled for one rule and one problem (its data on the executor). The
+executors keep theirs for their lifetime (`Programs`, owned by a backend, an actor or a group):
+nothing lives in process-wide caches.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from .problems import Client
+
+#: clients per call are padded to a power of two (weight 0): the shards of Ray actors get a
+#: varying number of a round's sampled clients, and each new count would compile anew
+MIN_CLIENTS = 4
+
+
+def padded(count: int) -> int:
+    return max(MIN_CLIENTS, 1 << max(0, (count - 1).bit_length()))
+
+
+def host(tree):
+    """JAX arrays as (writable) NumPy arrays, in a dict tree."""
+    return jax.tree_util.tree_map(lambda v: np.array(v), tree)
+
+
+class RuleProgram:
+    """The compiled pieces of `rule` (an algorithm's one-member rule) on `problem_rule` (the
+    problem's, over the data this executor holds). States, payloads and messages carry the
+    member axis (G, ...); `hyper` is a dict of (G,) numbers (`Group.rule_hyper`)."""
+
+    def __init__(self, rule, problem_rule):
+        self.rule, self.problem_rule = rule, problem_rule
+        self.data = {k: jnp.asarray(v) for k, v in problem_rule.arrays().items()}
+        members = lambda f, axes: jax.jit(jax.vmap(f, in_axes=axes))  # noqa: E731
+        self._broadcast = members(rule.broadcast, 0)
+        self._server = members(lambda s, m, h: rule.server(problem_rule, s, m, h), 0)
+        self._output = members(lambda s, h: rule.output(problem_rule, s, h), 0)
+        self._extra = members(lambda s, h: rule.extra_outputs(problem_rule, s, h), 0)
+
+        def client(payload, hyper, seed, rnd, cid, row, data):  # one member, one client
+            size = data["sizes"][row] if "sizes" in data else jnp.int64(0)
+            offset = data["offsets"][row] if "offsets" in data else jnp.int64(0)
+            me = Client(seed, rnd, cid, size, offset)
+            return rule.client(problem_rule, data, payload, {**hyper, "seed": seed}, me)
+
+        # members inside, clients outside: messages (C, G, ...)
+        clients = jax.vmap(jax.vmap(client, in_axes=(0, 0, None, None, None, None, None)),
+                           in_axes=(None, None, None, None, 0, 0, None))
+
+        def sums(payload, hyper, seed, rnd, ids, rows, weights, data):
+            messages = clients(payload, hyper, seed, rnd, ids, rows, data)
+            used = weights > 0  # padding (weight 0) adds nothing, not even a NaN
+
+            def weighted(m):
+                w = weights.reshape((-1,) + (1,) * (m.ndim - 1))
+                return jnp.sum(jnp.where(used.reshape(w.shape), w * m, 0.0), axis=0)
+
+            return jax.tree_util.tree_map(weighted, messages)
+
+        self._sums = jax.jit(sums)
+
+    def broadcast(self, state) -> dict:
+        return host(self._broadcast(state))
+
+    def server(self, state, mean, hyper) -> dict:
+        return host(self._server(state, mean, hyper))
+
+    def output(self, state, hyper) -> dict:
+        return host(self._output(state, hyper))
+
+    def extra_outputs(self, state, hyper) -> dict:
+        return host(self._extra(state, hyper))
+
+    def client_sums(self, payload, hyper, seed: int, rnd: int, ids, rows, weights) -> dict:
+        """sum_c weights[c] * message of client c (global id ids[c], data row rows[c]), for
+        every member: (G, ...) per message block."""
+        n = len(rows)
+        size = padded(n)
+        pad = lambda a: np.concatenate([a, np.repeat(a[:1], size - n)]) if size > n else a  # noqa: E731
+        ids = pad(np.asarray(ids, np.uint64))
+        rows = pad(np.asarray(rows, np.int64))
+        weights = np.concatenate([np.asarray(weights, np.float64), np.zeros(size - n)])
+        return host(self._sums(payload, hyper, np.uint64(seed), np.uint64(rnd), ids, rows, weights,
+                               self.data))
+
+
+class Programs:
+    """The rule programs an executor has compiled, by (algorithm class, shared settings):
+    those of one run or sweep are compiled once and reused by every later round and run on
+    the same executor. Owned by that executor (a backend, a Ray actor, a group's driver side)."""
+
+    def __init__(self):
+        self.by_key: dict = {}
+
+    def get(self, group, problem) -> RuleProgram:
+        """The program of `group`'s rule on `problem` (the data this executor holds)."""
+        key = (group.cls, group.rule_key(), id(problem))
+        if key not in self.by_key:
+            rule = group.members[0].make_rule()
+            problem_rule = problem.make_rule(getattr(group.hp, "batch_size", None))
+            if problem_rule is None:
+                raise TypeError(f"problem {problem.name!r} declares no rule: algorithm "
+                                f"{group.name!r} is written as a rule and needs one (Problem.rule)")
+            self.by_key[key] = (problem, RuleProgram(rule, problem_rule))  # the problem kept: ids stay unique
+        return self.by_key[key][1]
+
+    def clear(self) -> None:
+        self.by_key.clear()
+
+
+def compile_broadcast(rule):
+    """The members' broadcast (`rule.broadcast` under vmap), compiled: the driver's first piece
+    of a round, which needs no problem."""
+    run = jax.jit(jax.vmap(rule.broadcast))
+    return lambda state: host(run(state))
+
+
+def _shapes(tree) -> dict:
+    return {jax.tree_util.keystr(path): tuple(leaf.shape)
+            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+def check_rule(program: RuleProgram, state, hyper: dict, model_shapes: dict) -> None:
+    """Refuse a rule whose pieces do not fit together, before the first round, naming the
+    rule's class and method: each method is traced on one member's arrays (`jax.eval_shape`,
+    nothing computed); the server must give back the state `init` gave (the same keys, the
+    same shapes), and `output` the problem's model."""
+    from ..runtime.errors import ConfigError
+
+    rule, problem_rule = program.rule, program.problem_rule
+    name = type(rule).__name__
+
+    def trace(method: str, fn, *args):
+        try:
+            return jax.eval_shape(fn, *args)
+        except Exception as e:  # noqa: BLE001 - the user's code: say where it failed
+            raise ConfigError(f"rule {name}.{method} fails on one configuration's arrays: "
+                              f"{type(e).__name__}: {e}") from None
+
+    def same(method: str, what: str, got, want) -> None:
+        got, want = _shapes(got), _shapes(want)
+        if got != want:
+            missing = sorted(set(want) - set(got))
+            extra = sorted(set(got) - set(want))
+            shapes = sorted(k for k in set(got) & set(want) if got[k] != want[k])
+            parts = ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else []) \
+                + [f"{k} has shape {got[k]}, expected {want[k]}" for k in shapes]
+            raise ConfigError(f"rule {name}.{method} returns {what} that does not match: "
+                              + "; ".join(parts))
+
+    seed = np.uint64(0)
+    hyper = {k: np.asarray(v) for k, v in hyper.items()}
+    me = Client(seed, np.uint64(0), np.uint64(0), np.int64(1), np.int64(0))
+    payload = trace("broadcast", rule.broadcast, state)
+    message = trace("client", lambda p, h: rule.client(problem_rule, program.data, p, {**h, "seed": seed}, me),
+                    payload, hyper)
+    new = trace("server", lambda s, m, h: rule.server(problem_rule, s, m, h), state, message, hyper)
+    same("server", f"a state (from the client message {_shapes(message)})", new, state)
+    model = trace("output", lambda s, h: rule.output(problem_rule, s, h), state, hyper)
+    same("output", "a model", model, {b: jax.ShapeDtypeStruct(s, np.float64) for b, s in model_shapes.items()})
