@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..runtime.errors import ConfigError
-from ..runtime.files import check_no_links, path_inside, write_replacing
+from ..runtime.files import check_no_links, path_inside, write_file, write_replacing
 from ..tracking.links import DEFAULT_UI, compare_url, run_url, trials_url, ui_base
 from .dashboard import (
     Curve,
@@ -110,13 +110,54 @@ def _trials_table(data: SweepData, metric: str, mode: str, links: dict[str, str]
     trials, params = data.trials, [p for p in data.params() if p != "algorithm.name"]
     if trials.empty:
         return [], []
-    order = ["algorithm", metric] if metric in trials else ["algorithm"]
-    trials = trials.sort_values(order, ascending=[True, mode == "min"][:len(order)], na_position="last")
+    # the one ranking's order (`tracking.queries.run_ranks`): the verdict's, the best table's
+    # and the MLflow link's, tie-break included; a run it does not rank (no metric) last
+    from ..tracking.queries import run_ranks
+
+    place = run_ranks(trials, metric, mode) if metric in trials else {}
+    trials = trials.assign(_place=trials["run_id"].map(place).fillna("~")).sort_values(
+        ["_place", "algorithm"], kind="stable")
     columns = ["algorithm", *params, *(["seed"] if "seed" in trials else []), "status",
                *([metric] if metric in trials else [])]
     rows = [[_fmt(row[c]) for c in columns] + [[("open", links[row["run_id"]])]]
             for _, row in trials.iterrows()]
     return [c.split(".")[-1] if c.startswith("algorithm.") else c for c in columns] + ["MLflow run"], rows
+
+
+def _searched(data: SweepData) -> list[str]:
+    """The sweep file's searched keys (grid, then random), else the params that vary."""
+    search = data.sweep.get("search") if isinstance(data.sweep.get("search"), dict) else {}
+    keys = [*(search.get("grid") or {}), *(search.get("random") or {})]
+    return keys or data.params()
+
+
+def _verdict(data: SweepData, metric: str, mode: str) -> list[str]:
+    """The verdict `fco-ray sweep` printed at its end (`sweep.verdict.verdict_lines`),
+    computed again from the runs in MLflow: the same ranking, the same sentences."""
+    from ..sweep.verdict import verdict_lines
+    from ..tracking.queries import best_per_algorithm
+
+    if data.trials.empty or metric not in data.trials:
+        return []
+    best = best_per_algorithm(data.trials, metric, mode)
+    return verdict_lines(best, data.trials, metric, mode, _searched(data))
+
+
+def _title(data: SweepData, dash: Dashboard) -> str:
+    """`Sweep <name>: <the dashboard's title>`. A dashboard titled after a paper's experiment
+    (`E1 federated LASSO: ...`) keeps the key only when every trial ran that experiment's
+    setting (`experiments.nearest`, as the verdict decides); else the key is left out."""
+    if not dash.title:
+        return f"Sweep {data.name}"
+    title = dash.title
+    key = re.match(r"(E\d+) (.*)", title)
+    if key and len(data.trials):
+        from ..experiments import nearest
+
+        experiment, differs = nearest(data.trials.to_dict("records"))
+        if experiment is None or experiment.key != key.group(1) or differs:
+            title = key.group(2)[:1].upper() + key.group(2)[1:]
+    return f"Sweep {data.name}: {title}"
 
 
 class _Stage:
@@ -132,7 +173,7 @@ class _Stage:
     def figure(self, kind: str, fig, payload: dict, caption: str) -> None:
         stem = f"{kind}_{_slug(payload['metric'])}"
         save(fig, self.path / f"{stem}.png")
-        (self.path / f"{stem}.json").write_text(json.dumps(payload, indent=1))
+        write_file(self.path / f"{stem}.json", json.dumps(payload, indent=1))
         self.figures.append({"kind": kind, "metric": payload["metric"], "png": f"{stem}.png",
                              "data": f"{stem}.json"})
         self.shown[kind].append((self.path / f"{stem}.png", f"{kind} {payload['metric']}", caption))
@@ -272,10 +313,10 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
         _draw_grid_curves(data, grid_curves, best, stage, dash.name)
         _draw_heatmaps(data, dash.heatmaps, metric, mode, stage)
         _copy_images(data, best, dash.images, stage)
-        table.to_csv(stage.path / "best.csv", index=False)
+        write_file(stage.path / "best.csv", table.to_csv(index=False))
         files = sorted([*FIXED_FILES, *(str(f.relative_to(stage.path)) for f in stage.path.rglob("*")
                                         if f.is_file() and f.name not in FIXED_FILES)])
-        (stage.path / "report.json").write_text(json.dumps({
+        write_file(stage.path / "report.json", json.dumps({
             "sweep": data.name, "parent_run_id": data.run_id, "experiment": data.experiment,
             "experiment_id": experiment_id, "tracking_uri": data.client.tracking_uri,
             "mlflow_ui": base, "dashboard": dash.name, "metric": metric, "mode": mode,
@@ -295,14 +336,15 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
             summary["MLflow compare"] = [
                 (f"{alg} ({len(g)} trials)", compare_url(base, experiment_id, g["run_id"].tolist()))
                 for alg, g in sorted(trials.groupby("algorithm"), key=lambda item: item[0])]
-        page = render_page(dash.title or f"Sweep {data.name}", summary,
+        page = render_page(_title(data, dash), summary,
                            _display(table, table_metrics, metric, mode, links),
                            [("Metric vs round", "curve", stage.shown["curve"]),
                             ("Every configuration of the grid", "grid", stage.shown["grid"]),
                             ("Final metric over the learning-rate grid", "heatmap", stage.shown["heatmap"]),
                             ("Images", "image", stage.shown["image"])], stage.notes,
-                           warnings=warnings, trials=_trials_table(data, metric, mode, links))
-        (stage.path / "index.html").write_text(page)
+                           warnings=warnings, trials=_trials_table(data, metric, mode, links),
+                           verdict=_verdict(data, metric, mode))
+        write_file(stage.path / "index.html", page)
 
         _replace_local(stage.path, out)
         _replace_artifacts(data, stage.path)

@@ -51,12 +51,17 @@ def _table(table_id: str, columns: list[str], rows: list[list[Cell]]) -> str:
 
 def render_page(title: str, summary: dict[str, Cell], table: tuple[list[str], list[list[Cell]]],
                 sections: list[tuple[str, str, list[tuple[Path, str, str]]]], notes: list[str],
-                warnings: list[str] = (), trials: tuple[list[str], list[list[Cell]]] | None = None) -> str:
-    """`sections`: (heading, css class, [(png, alt, caption)]) in page order; `warnings` are
-    shown above the best table, `trials` (every trial with its MLflow link) at the end."""
+                warnings: list[str] = (), trials: tuple[list[str], list[list[Cell]]] | None = None,
+                verdict: list[str] = ()) -> str:
+    """`sections`: (heading, css class, [(png, alt, caption)]) in page order; `verdict` (the
+    sweep's closing lines) after the summary, `warnings` above the best table, `trials`
+    (every trial with its MLflow link) at the end."""
     parts = [f"<h1>{html.escape(title)}</h1>", '<dl class="summary">']
     parts += [f"<dt>{html.escape(k)}</dt><dd>{_cell(v)}</dd>" for k, v in summary.items()]
     parts.append("</dl>")
+    if verdict:
+        parts.append('<h2>Verdict</h2><pre id="verdict">'
+                     + html.escape("\n".join(verdict)) + "</pre>")
     if warnings:
         parts.append('<h2>Warnings</h2><ul class="warnings" id="warnings">'
                      + "".join(f"<li>{html.escape(w)}</li>" for w in warnings) + "</ul>")

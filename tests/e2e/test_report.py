@@ -349,12 +349,15 @@ def test_links_to_every_run_in_the_mlflow_ui(store, tmp_path, monkeypatch):
     exp = store["client"].get_run(store["pid"]).info.experiment_id
     for run_id in [store["pid"], *store["runs"].values()]:  # the parent and every trial
         assert f'href="http://given:1/#/experiments/{exp}/runs/{run_id}?workflowType=machine_learning"' in page
-    # the trials table: one row per trial, ranked by the tuning metric within each algorithm
+    # the trials table: one row per trial, in the ranking's order: configurations by their
+    # mean final f1 over seeds (best first), a configuration's runs together
     rows = re.findall(r'<tr><td class="name">([a-z]+)</td>.*?runs/([0-9a-f]{32})\?workflowType=machine_learning">open</a>', page)
     assert len(rows) == len(store["runs"]) and len({r for _, r in rows}) == len(store["runs"])
-    fdavg = [r for alg, r in rows if alg == "feddualavg"]
-    finals = [history(store["client"], r, "f1")[ROUNDS[-1]] for r in fdavg]
-    assert finals == sorted(finals, reverse=True)
+    config = {r: k[:3] for k, r in store["runs"].items()}
+    fdavg = list(dict.fromkeys(config[r] for alg, r in rows if alg == "feddualavg"))
+    means = [np.mean([history(store["client"], store["runs"][(*c, s)], "f1")[ROUNDS[-1]] for s in SEEDS])
+             for c in fdavg]
+    assert means == sorted(means, reverse=True)
     assert json.loads((tmp_path / "report.json").read_text())["mlflow_ui"] == "http://given:1"
 
 
@@ -531,3 +534,25 @@ def test_grid_cells_with_a_hyperparameter_only_some_algorithms_have():
     cells = grid_cells(rows, "lr", "slr", "loss", "loss", "min", ["passes"])
     assert cells["value"].tolist() == [1.5, 3.0]
     assert cells["seeds"].tolist() == [2, 1]
+
+
+def test_page_title_verdict_and_trials_follow_the_one_ranking(store, report):
+    """The page's title claims no paper experiment the sweep did not run (dim 20 is not E1's
+    setting), it shows the verdict `fco-ray sweep` prints, and its "All trials" table lists
+    the runs in the ranking's order (`run_ranks`: the verdict's and the MLflow link's)."""
+    from html import unescape
+
+    from fco_ray.report.data import load_sweep
+    from fco_ray.tracking.queries import run_ranks
+
+    index, _ = report
+    page = unescape(index.read_text())
+    assert "<h1>Sweep toy: Federated LASSO: support recovery</h1>" in page
+    assert "E1" not in page.split("</h1>")[0]
+    verdict = page.split('<pre id="verdict">')[1].split("</pre>")[0].splitlines()
+    assert verdict[0].startswith("verdict: feddualavg wins on final f1: ")
+    assert any(line.startswith("  not the setting of Fig. 3") for line in verdict)
+    trials = load_sweep("toy", store["uri"]).trials
+    ranks = run_ranks(trials, "f1", "max")
+    listed = re.findall(r"/runs/([0-9a-f]{32})\?workflowType", page.split("<h2>All trials</h2>")[1])
+    assert listed == sorted(ranks, key=ranks.get)
