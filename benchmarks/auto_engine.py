@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 #: case -> (sweep file, the algorithm of it that runs, rounds (None: the file's))
@@ -100,7 +101,7 @@ def main(argv=None) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "auto_engine.json").write_text(json.dumps({"command": command, "cores": os.cpu_count(),
+    write_file(args.out / "auto_engine.json", json.dumps({"command": command, "cores": os.cpu_count(),
                                                           "date": time.strftime("%Y-%m-%d"), "rows": rows}, indent=1))
     lines = ["# `device: auto` against `device: cpu`, lone runs", "",
              f"Written by `{command}` ({os.cpu_count()} cores): wall seconds of `fco_ray.run` of one "
@@ -113,7 +114,7 @@ def main(argv=None) -> int:
                      f"{r['auto_min_s']:.1f} / {r['auto_median_s']:.1f} | {r['cpu_min_s']:.1f} / "
                      f"{r['cpu_median_s']:.1f} | {r['cpu_median_s'] / r['auto_median_s']:.2f}x | "
                      f"{r['load_before']:.2f} / {r['load_after']:.2f} |")
-    (args.out / "auto_engine.md").write_text("\n".join(lines) + "\n")
+    write_file(args.out / "auto_engine.md", "\n".join(lines) + "\n")
     print(f"wrote {args.out / 'auto_engine.md'}")
     return 0
 

@@ -49,6 +49,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import numpy as np  # noqa: E402
+from fco_ray.runtime.files import write_file  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's fco_ray
 
@@ -171,12 +172,12 @@ def write_speeds(path: Path, record: Path) -> None:
     measured = "; ".join(dict.fromkeys(r.get("command", data["command"]) for r in data["rows"]))
     written = json.dumps(f"python benchmarks/compiled_rounds.py --speeds, from {record.as_posix()} "
                          f"(measured by: {measured})")
-    path.write_text(f'{{"written_by": {written},\n "cases": [\n  {cases}\n ]}}\n')
+    write_file(path, f'{{"written_by": {written},\n "cases": [\n  {cases}\n ]}}\n')
 
 
 def write(out: Path, rows: list[dict], command: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "compiled_rounds.json").write_text(json.dumps({"command": command, "rows": rows,
+    write_file(out / "compiled_rounds.json", json.dumps({"command": command, "rows": rows,
                                                           "machine": platform.processor() or platform.machine(),
                                                           "cores": os.cpu_count()}, indent=1))
     lines = ["# Whole rounds compiled (JAX, CPU) beside the numba engine", "",
@@ -196,7 +197,7 @@ def write(out: Path, rows: list[dict], command: str) -> None:
             ratio = p["compiled"]["per_config_round_median_ms"] / p["numba"]["per_config_round_median_ms"]
             lines.append(f"| {case} | {g} | {p['compiled']['per_config_round_min_ms'] / p['numba']['per_config_round_min_ms']:.2f}x | "
                          f"{ratio:.2f}x | {'compiled rounds' if ratio < 1 else 'numba'} |")
-    (out / "compiled_rounds.md").write_text("\n".join(lines) + "\n")
+    write_file(out / "compiled_rounds.md", "\n".join(lines) + "\n")
 
 
 def main(argv=None) -> int:

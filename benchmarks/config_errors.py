@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -32,9 +33,9 @@ SWEEP = ("name: bad\nproblem: {name: lasso}\nalgorithms: [feddualavg]\nrounds: 1
 
 
 def cases(work: Path) -> dict[str, list[str]]:
-    (work / "run.yaml").write_text(RUN)
-    (work / "sweep.yaml").write_text(SWEEP)
-    (work / "good.yaml").write_text(RUN.replace("-1", "0.1"))
+    write_file(work / "run.yaml", RUN)
+    write_file(work / "sweep.yaml", SWEEP)
+    write_file(work / "good.yaml", RUN.replace("-1", "0.1"))
     fco = [sys.executable, "-m", "fco_ray"]
     return {
         "python -c pass": [sys.executable, "-c", "pass"],
@@ -92,8 +93,8 @@ def main() -> int:
               "command": f"python benchmarks/config_errors.py --repeats {repeats}",
               "cpus": os.cpu_count(), "repeats": repeats, "load_before": before,
               "load_after": [round(x, 2) for x in os.getloadavg()], "cases": walls}
-    out.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
-    out.write_text(page(record))
+    write_file(out.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
+    write_file(out, page(record))
     print(page(record))
     return 0
 

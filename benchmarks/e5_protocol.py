@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import sys
 import tempfile
@@ -37,6 +38,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from fco_ray.runtime.files import append_file, write_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's fco_ray
 
@@ -188,11 +190,12 @@ def main(argv=None) -> int:
                 last_time[k] = seconds
                 rows = rows_of(chosen, results, args.problem, k, method, seconds, args.device)
                 new = not csv_path.exists()
-                with csv_path.open("a", newline="") as f:
-                    writer = csv.DictWriter(f, fieldnames=FIELDS)
-                    if new:
-                        writer.writeheader()
-                    writer.writerows(rows)
+                text = io.StringIO(newline="")
+                writer = csv.DictWriter(text, fieldnames=FIELDS)
+                if new:
+                    writer.writeheader()
+                writer.writerows(rows)
+                append_file(csv_path, text.getvalue())
                 ran += 1
                 best = min((r["gap_ergodic"] if r.get("gap_ergodic") is not None else r["gap"]) for r in rows)
                 print(json.dumps({"K": k, "method": method, "configurations": len(rows),
@@ -200,7 +203,7 @@ def main(argv=None) -> int:
                                   "best_final_gap": best, "elapsed": round(time.perf_counter() - t0, 1)}),
                       flush=True)
     if csv_path.exists():
-        (out / f"{args.problem}_summary.md").write_text(
+        write_file(out / f"{args.problem}_summary.md", 
             summary(csv_path, args.problem)
             + f"\nThis invocation: `{' '.join(sys.argv)}`; {ran} groups run, {skipped} left for "
               f"the time limit, {time.perf_counter() - t0:.0f} s.\n")

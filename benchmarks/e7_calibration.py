@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import yaml
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -251,16 +252,16 @@ def main() -> int:
             for seed in args.seeds:
                 record["runs"].append(measure(config, seed))
                 print(json.dumps(record["runs"][-1]), flush=True)
-            record_path.write_text(json.dumps(record, indent=1) + "\n")
+            write_file(record_path, json.dumps(record, indent=1) + "\n")
         record = json.loads(record_path.read_text())
-        out.with_suffix(".md").write_text(statistics_page(record))
+        write_file(out.with_suffix(".md"), statistics_page(record))
         print(statistics_table(record))
         if args.page:
             fig2 = args.fig2 or str(ROOT / "results" / "e7_fig2_calibrated.jsonl")
             lines = [json.loads(s) for s in Path(fig2).read_text().splitlines()]
             shown = str(Path(fig2).resolve().relative_to(ROOT)) if Path(fig2).resolve().is_relative_to(ROOT) else fig2
             page = Path(args.page)
-            page.write_text(replace_region(page.read_text(), fig2_region(record, lines, shown)))
+            write_file(page, replace_region(page.read_text(), fig2_region(record, lines, shown)))
     except (BadInput, ConfigError, OSError) as e:  # a bad key, value or path: exit 2
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from fco_ray.runtime.files import append_file, replacing
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -99,43 +100,40 @@ def run_all(args, sweep: dict, runs: list, done: set) -> None:
     for name, h, twin in todo:
         groups.setdefault((name, twin), []).append(h)
     progress = Path(str(args.out) + ".progress")
-    with open(args.out, "a") as f:
-        f.write(json.dumps(header) + "\n")
-        for (name, twin), steps in groups.items():
-            configs = [parse_run({"problem": {"name": "custom"}, "rounds": rounds,
-                                  "eval_every": args.eval_every,
-                                  "seed": seed, "algorithm": {"name": name} if h is None
-                                  else {"name": name, "client_lr": h}}) for h in steps]
-            algorithms = [ALGORITHMS[name](c.algorithm) for c in configs]
-            label = name + ("R" if twin else "")
-            start = time.perf_counter()
+    append_file(args.out, json.dumps(header) + "\n")
+    for (name, twin), steps in groups.items():
+        configs = [parse_run({"problem": {"name": "custom"}, "rounds": rounds,
+                              "eval_every": args.eval_every,
+                              "seed": seed, "algorithm": {"name": name} if h is None
+                              else {"name": name, "client_lr": h}}) for h in steps]
+        algorithms = [ALGORITHMS[name](c.algorithm) for c in configs]
+        label = name + ("R" if twin else "")
+        start = time.perf_counter()
 
-            def on_round(rnd, rows, ended, label=label, steps=steps, start=start):
-                with open(progress, "a") as p:
-                    for i, row in rows.items():
-                        p.write(json.dumps({"algorithm": label, "h": steps[i], **row}) + "\n")
-                print(f"{label} round {rnd}: {time.perf_counter() - start:.0f} s, load "
-                      f"{os.getloadavg()[0]:.1f}" + (f", ended {[steps[i] for i in ended]}" if ended else ""),
-                      flush=True)
+        def on_round(rnd, rows, ended, label=label, steps=steps, start=start):
+            append_file(progress, "".join(json.dumps({"algorithm": label, "h": steps[i], **row}) + "\n"
+                                          for i, row in rows.items()))
+            print(f"{label} round {rnd}: {time.perf_counter() - start:.0f} s, load "
+                  f"{os.getloadavg()[0]:.1f}" + (f", ended {[steps[i] for i in ended]}" if ended else ""),
+                  flush=True)
 
-            backend = LocalBackend(problems[twin])
-            results = run_rounds(problems[twin], make_group(algorithms), backend, rounds=rounds,
-                                 eval_every=args.eval_every, seed=seed,
-                                 divergence=configs[0].divergence, on_round=on_round)
-            seconds = time.perf_counter() - start
-            for h, result in zip(steps, results):
-                records = result.records
-                line = {"kind": "run", "key": [name, h, twin], "algorithm": label, "h": h,
-                        "status": result.status, "seconds": seconds, "group": len(steps),
-                        "rounds": rounds, "eval_every": args.eval_every,
-                        "load": os.getloadavg()[0],
-                        **{k: [r[k] for r in records] for k in ("round", "train_loss",
-                                                                 "suboptimality", "test_error")}}
-                f.write(json.dumps(line) + "\n")
-                f.flush()
-                print(f"{label:12s} h={h} {line['status']} f-f*={line['suboptimality'][-1]:.3g} "
-                      f"test={line['test_error'][-1]:.4f}", flush=True)
-            print(f"{label}: {len(steps)} step sizes fused, {seconds:.0f} s", flush=True)
+        backend = LocalBackend(problems[twin])
+        results = run_rounds(problems[twin], make_group(algorithms), backend, rounds=rounds,
+                             eval_every=args.eval_every, seed=seed,
+                             divergence=configs[0].divergence, on_round=on_round)
+        seconds = time.perf_counter() - start
+        for h, result in zip(steps, results):
+            records = result.records
+            line = {"kind": "run", "key": [name, h, twin], "algorithm": label, "h": h,
+                    "status": result.status, "seconds": seconds, "group": len(steps),
+                    "rounds": rounds, "eval_every": args.eval_every,
+                    "load": os.getloadavg()[0],
+                    **{k: [r[k] for r in records] for k in ("round", "train_loss",
+                                                             "suboptimality", "test_error")}}
+            append_file(args.out, json.dumps(line) + "\n")
+            print(f"{label:12s} h={h} {line['status']} f-f*={line['suboptimality'][-1]:.3g} "
+                  f"test={line['test_error'][-1]:.4f}", flush=True)
+        print(f"{label}: {len(steps)} step sizes fused, {seconds:.0f} s", flush=True)
 
 
 def cut_runs(progress: Path, lines: list[dict], seconds_per_round: dict[str, float]) -> list[dict]:
@@ -199,7 +197,8 @@ def figures(lines: list[dict], header: dict, folder: Path) -> None:
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=8)
         fig.tight_layout()
-        fig.savefig(folder / name, dpi=110)
+        with replacing(folder / name) as temp:
+            fig.savefig(temp, dpi=110)
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for m in ("fsvrg", "gd", "fsvrg_naive", "dane"):
@@ -216,7 +215,8 @@ def figures(lines: list[dict], header: dict, folder: Path) -> None:
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(folder / "e7_fig2_sweep.png", dpi=110)
+    with replacing(folder / "e7_fig2_sweep.png") as temp:
+        fig.savefig(temp, dpi=110)
     plt.close(fig)
 
 

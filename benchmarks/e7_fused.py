@@ -40,6 +40,7 @@ from fco_ray.core.config import parse_problem  # noqa: E402
 from fco_ray.core.group import Stacked, make_group, stack_states  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
 from fco_ray.problems import build_problem  # noqa: E402
+from fco_ray.runtime.files import write_file  # noqa: E402
 
 GRID = [1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0]
 
@@ -139,7 +140,7 @@ def main() -> int:
               "members that stay finite (the others are non-finite in both).", ""]
     text = "\n".join(lines)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
+    write_file(Path(args.out), text)
     print(text)
     return 0
 

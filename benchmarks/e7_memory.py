@@ -28,6 +28,7 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -169,7 +170,7 @@ def main() -> int:
         print(rows[-1], flush=True)
     command = "python benchmarks/e7_memory.py " + " ".join(sys.argv[1:])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(report(rows, command.strip()))
+    write_file(Path(args.out), report(rows, command.strip()))
     print(Path(args.out).read_text())
     return 0
 

@@ -47,6 +47,7 @@ from fco_ray.core.config import parse_problem  # noqa: E402
 from fco_ray.core.group import make_group  # noqa: E402
 from fco_ray.ops.random import PERMUTATION, Key  # noqa: E402
 from fco_ray.problems import build_problem  # noqa: E402
+from fco_ray.runtime.files import write_file  # noqa: E402
 
 
 @njit(cache=True)
@@ -258,7 +259,7 @@ def main() -> int:
               "naive FSVRG (h = 3) and DANE (h = 300, 2 passes); GD (h = 64) and CoCoA+ one exchange.", ""]
     text = "\n".join(lines)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
+    write_file(Path(args.out), text)
     print(text)
     print(json.dumps({k: v for k, v in {**times, **others}.items()}))
     return 0

@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 from statistics import median
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,7 +97,7 @@ def main() -> None:
         "Samples (ms/round): baseline " + ", ".join(f"{1e3 * t:.3f}" for t in base)
         + "; this " + ", ".join(f"{1e3 * t:.3f}" for t in this),
     ]
-    args.out.write_text("\n".join(lines) + "\n")
+    write_file(args.out, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -34,6 +34,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 from flwr.simulation import run_simulation
+from fco_ray.runtime.files import write_file
 
 ARGS = None  # the command line, in the driver process only
 DATA = {}  # path -> task data, loaded once per process (each Flower actor is a process)
@@ -98,9 +99,8 @@ def main(grid: Grid, context: Context) -> None:
                             num_rounds=ARGS.rounds, train_config=config)
     ends = time.perf_counter()
     w, b = result.arrays.to_numpy_ndarrays()
-    with open(ARGS.out, "w") as f:
-        json.dump({"round_starts": TimedFedAvg.starts, "end": ends,
-                   "w": w.tolist(), "b": float(b[0])}, f)
+    write_file(ARGS.out, json.dumps({"round_starts": TimedFedAvg.starts, "end": ends,
+                                     "w": w.tolist(), "b": float(b[0])}))
 
 
 def cli() -> None:

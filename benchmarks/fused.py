@@ -45,6 +45,7 @@ from fco_ray.core.engine import run_rounds  # noqa: E402
 from fco_ray.core.group import Stacked, make_group  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
 from fco_ray.problems import build_problem  # noqa: E402
+from fco_ray.runtime.files import write_file  # noqa: E402
 
 PAPER_RATES = [{"client_lr": c, "server_lr": s}
                for c in (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4)
@@ -257,9 +258,9 @@ def main() -> None:
     out.append(f"Load average (1 / 5 / 15 min) at the end: {load()}")
     results = Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else ROOT / "benchmarks/results"
     path = Path(args.out or results / f"fused_{started:%Y-%m-%d_%H%M}.md")
-    path.write_text("\n".join(out) + "\n")
+    write_file(path, "\n".join(out) + "\n")
     record["load_end"] = load()
-    path.with_suffix(".json").write_text(json.dumps(record, indent=1))
+    write_file(path.with_suffix(".json"), json.dumps(record, indent=1))
     print(f"written: {path}")
 
 

@@ -40,6 +40,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402
+from fco_ray.runtime.files import write_file  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's fco_ray
 
@@ -245,8 +246,8 @@ def main(argv=None) -> int:
 
     def save():
         result["wall_s"] = time.perf_counter() - t0
-        (out / "gpu.json").write_text(json.dumps(result, indent=1, default=str))
-        (out / "gpu.md").write_text(markdown(result))
+        write_file(out / "gpu.json", json.dumps(result, indent=1, default=str))
+        write_file(out / "gpu.md", markdown(result))
 
     def guarded(kind: str, label: dict, fn, *a, need: float = 0.0):
         """Run one measurement unless the time guard says no; record its error otherwise."""

@@ -21,6 +21,7 @@ from statistics import median
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,7 +69,7 @@ def main() -> None:
               f"{median(times['delete']) / median(times['wal']):.1f}x"]
     out = (Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else
            ROOT / "benchmarks" / "results") / "mlflow_sqlite.md"
-    out.write_text("\n".join(lines) + "\n")
+    write_file(out, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

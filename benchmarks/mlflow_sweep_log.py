@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 from statistics import median
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 CALLS = ("create_run", "log_batch", "set_terminated", "get_run")
@@ -106,7 +107,7 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        Path(args.out).write_text(text)
+        write_file(Path(args.out), text)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import fco_ray  # noqa: E402  (public entry points only: run, PROBLEMS)
+from fco_ray.runtime.files import replacing, write_file
 
 VENV = ROOT / "benchmarks" / ".venv-flower"
 TASKS = {
@@ -124,8 +125,9 @@ def loss_scale(problem) -> float:
 
 def write_task_data(problem, path: Path) -> float:
     scale = loss_scale(problem)
-    np.savez(path, x=problem.train.arrays["x"], y=problem.train.arrays["y"],
-             sizes=problem.train.sizes, loss_scale=np.asarray(scale))
+    with replacing(path) as temp:
+        np.savez(temp, x=problem.train.arrays["x"], y=problem.train.arrays["y"],
+                 sizes=problem.train.sizes, loss_scale=np.asarray(scale))
     return scale
 
 
@@ -167,7 +169,7 @@ def run_flower(python: Path, problem, data: Path, task: str, seed: int, rounds: 
            "--client-lr", str(CLIENT_LR), "--seed", str(seed), "--actors", "2"]
     t0 = time.perf_counter()
     try:
-        with open(work / f"flower_{task}_{seed}.log", "w") as log:
+        with replacing(work / f"flower_{task}_{seed}.log") as temp, open(temp, "w") as log:
             done = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
@@ -232,9 +234,9 @@ def main() -> None:
     res["load_end"] = load()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(res, indent=1))
+    write_file(out.with_suffix(".json"), json.dumps(res, indent=1))
     if python:  # the page compares with Flower: not without it (--quick)
-        out.write_text(markdown(res))
+        write_file(out, markdown(res))
     print(f"wrote {out if python else out.with_suffix('.json')}", flush=True)
 
 

@@ -42,6 +42,7 @@ from fco_ray.api import resolve  # noqa: E402
 from fco_ray.backends import cluster, make_backend  # noqa: E402
 from fco_ray.core.plan import prepare  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
+from fco_ray.runtime.files import write_file  # noqa: E402
 
 MODES = ("local", "ray", "noop", "noop_ref")
 SKIP = 5
@@ -125,8 +126,8 @@ def main() -> None:
         cluster.disconnect(connection)
     res["load_end"] = load()
     out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(res, indent=1))
-    out.write_text(markdown(res))
+    write_file(out.with_suffix(".json"), json.dumps(res, indent=1))
+    write_file(out, markdown(res))
     print(f"wrote {out}")
 
 

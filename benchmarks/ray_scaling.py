@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -171,8 +172,8 @@ def main() -> None:
             res["rows"] += rows
     res["load_end"] = load()
     out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(res, indent=1))
-    out.write_text(markdown(res))
+    write_file(out.with_suffix(".json"), json.dumps(res, indent=1))
+    write_file(out, markdown(res))
     print(f"wrote {out}")
 
 

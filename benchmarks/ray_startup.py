@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = Path(sys.executable).parent / "ray"
@@ -183,8 +184,8 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     res["load_end"] = load()
     out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(res, indent=1))
-    out.write_text(markdown(res))
+    write_file(out.with_suffix(".json"), json.dumps(res, indent=1))
+    write_file(out, markdown(res))
     print(f"wrote {out}")
 
 

@@ -48,6 +48,7 @@ from fco_ray.core.group import INIT_TAG  # noqa: E402
 from fco_ray.core.group import evaluate_one, make_group  # noqa: E402
 from fco_ray.core.plan import build as build_problem  # noqa: E402
 from fco_ray.ops.random import Key, generator, sample_clients  # noqa: E402
+from fco_ray.runtime.files import write_file  # noqa: E402
 
 E1_ALGORITHMS = ["fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp"]
 # stable rates (tests/engine/test_claims.py); a diverged run stops early and is refused below
@@ -789,7 +790,7 @@ def main(argv=None) -> None:
     results = Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else ROOT / "benchmarks" / "results"
     out = Path(args.out) if args.out else results / (_dt.datetime.now().strftime("%Y-%m-%d_%H%M") + ".md")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    write_file(out, text)
     print("\n".join(res["targets"]))
     print(f"wrote {out}")
 

@@ -32,6 +32,7 @@ from fco_ray.ops import kernels  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
 from fco_ray.ops.tree import axpy, stack  # noqa: E402
 from fco_ray.problems import PROBLEMS  # noqa: E402
+from fco_ray.runtime.files import write_file  # noqa: E402
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
@@ -161,7 +162,7 @@ def main(argv=None) -> None:
               f"- the rest (client sampling, aggregation, server update, engine): {total - update:.0f} us", "",
               f"Building the E1 problem (data of 64 + 16 clients): {build_s:.2f} s.", ""]
     text = "\n".join(lines)
-    Path(args.out).write_text(text)
+    write_file(Path(args.out), text)
     print(text)
 
 

@@ -26,6 +26,7 @@ import textwrap
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -113,7 +114,7 @@ def docs_section(record: dict) -> str:
 def replace_marked(path: Path, text: str) -> None:
     old = path.read_text()
     start, end = old.index(MARK) + len(MARK), old.index(END)
-    path.write_text(old[:start] + text + old[end:])
+    write_file(path, old[:start] + text + old[end:])
 
 
 def main() -> int:
@@ -150,8 +151,8 @@ def main() -> int:
         kept = json.loads(out.with_suffix(".json").read_text())["runs"]
         record["runs"] = [r for r in kept if r["name"] not in names] + record["runs"]
         record["runs"].sort(key=lambda r: list(RUNS).index(r["name"]))
-    out.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
-    out.write_text(page(record))
+    write_file(out.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
+    write_file(out, page(record))
     print(f"wrote {out}")
     return 0 if all(r["exit_code"] == 0 for r in record["runs"]) else 1
 

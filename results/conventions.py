@@ -31,6 +31,7 @@ from fco_ray import run_grid
 from fco_ray.algorithms.solvers import solve_centralized
 from fco_ray.api import resolve
 from fco_ray.problems import build_problem
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "sweeps" / "e1_lasso.yaml"
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     record["wall_s"] = round(time.perf_counter() - start, 1)
     record["load_before"], record["load_after"] = load_before, [round(x, 2) for x in os.getloadavg()]
     path = out / "conventions.json"
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    write_file(path, json.dumps(record, indent=1) + "\n")
     print(f"wrote {path} ({record['wall_s']:.0f} s)")
     return 0
 

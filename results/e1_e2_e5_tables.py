@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from fco_ray.runtime.files import replacing, write_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -154,8 +155,9 @@ def main() -> None:
             paper[a] = tuple(float(r) for r in rates.split(","))
     if args.csv:
         keep = ["algorithm", CL, SL, "seed", "status", "final_round", *cols]
-        t[keep].sort_values(["algorithm", CL, SL, "seed"], ascending=[True, False, False, True]) \
-            .to_csv(args.csv, index=False, float_format="%.6g")
+        write_file(args.csv, t[keep].sort_values(["algorithm", CL, SL, "seed"],
+                                                 ascending=[True, False, False, True])
+                   .to_csv(index=False, float_format="%.6g"))
     seeds = sorted(t["seed"].unique())
     ranked_on = f"seed {args.select_seed}" if args.select_seed is not None else "the mean over seeds"
     ties = f"; ties broken by the earliest mean {FIRST[problem][2]}" if problem in FIRST else ""
@@ -263,7 +265,8 @@ def plot_curves(data, shown, metrics, path) -> None:
         ax.grid(alpha=0.3)
     np.atleast_1d(axes)[0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    with replacing(path) as temp:
+        fig.savefig(temp, dpi=110, metadata={"Software": None})
 
 
 if __name__ == "__main__":

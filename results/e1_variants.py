@@ -23,6 +23,7 @@ import pandas as pd
 
 from fco_ray import run_grid
 from fco_ray.sweep.schema import read_sweep_file
+from fco_ray.runtime.files import append_file, write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = [ROOT / "sweeps/e1_variants.yaml"]
@@ -51,7 +52,7 @@ def run(csv: Path, variants: list[str]):
             frame.insert(0, "seed", seed)
             frame.insert(0, "algorithm", name)
             frame.insert(0, "variant", variant)
-            frame.to_csv(csv, mode="a", header=not csv.exists(), index=False)
+            append_file(csv, frame.to_csv(header=not csv.exists(), index=False))
             print(f"{variant} {name} seed {seed}: {time.time() - start:.0f} s", flush=True)
 
 
@@ -74,8 +75,8 @@ def table(csv: Path, out: Path | None = None):
     rows = rows.sort_values(["algorithm.client_lr", "algorithm.server_lr", "seed"], kind="stable")
     rows = rows.sort_values("variant", key=lambda v: v.map(list(VARIANTS).index), kind="stable")
     if out is not None:
-        rows.drop(columns=["floats_up", "floats_down"], errors="ignore").to_csv(
-            out, index=False, float_format="%.6g")
+        write_file(out, rows.drop(columns=["floats_up", "floats_down"], errors="ignore").to_csv(
+            index=False, float_format="%.6g"))
     rate = ["algorithm.client_lr", "algorithm.server_lr"]
     for variant, block in rows.groupby("variant", sort=False):
         block = block.sort_values("algorithm", key=lambda a: a.map(ORDER.index), kind="stable")

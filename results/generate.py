@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -1730,7 +1731,7 @@ def main(argv: list[str] | None = None) -> int:
         text = page.read_text()
         new = render(text, page)
         if new != text:
-            page.write_text(new)
+            write_file(page, new)
             print(f"wrote {page.relative_to(ROOT)}: {', '.join(regions(new))}")
     return 0
 

@@ -18,6 +18,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results"
@@ -42,21 +43,21 @@ def main() -> None:
         wall = time.monotonic() - start
         load_after = os.getloadavg()
         output = done.stdout.replace(folder, "/path/to/your/folder")
-        (OUT / "quickstart_output.txt").write_text(output)
+        write_file(OUT / "quickstart_output.txt", output)
         if done.returncode != 0:
             sys.exit(f"fco-ray sweep failed ({done.returncode}); output in results/quickstart_output.txt")
         from fco_ray.report.data import load_sweep
 
         trials = load_sweep("quickstart", f"sqlite:///{folder}/mlflow.db").trials
         columns = [c for c in COLUMNS if c in trials]
-        trials[columns].sort_values(["algorithm", "algorithm.client_lr", "algorithm.server_lr"],
-                                    ascending=[True, False, False]).to_csv(
-            OUT / "quickstart_trials.csv", index=False, float_format="%.6g")
+        write_file(OUT / "quickstart_trials.csv", trials[columns].sort_values(
+            ["algorithm", "algorithm.client_lr", "algorithm.server_lr"],
+            ascending=[True, False, False]).to_csv(index=False, float_format="%.6g"))
     record = {"command": "fco-ray sweep sweeps/quickstart.yaml", "wall_seconds": round(wall, 1),
               "load_average_before": [round(x, 2) for x in load_before],
               "load_average_after": [round(x, 2) for x in load_after],
               "cpus": os.cpu_count(), "numba_cache": "empty (the kernels compiled on the way)", "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-    (OUT / "quickstart_run.json").write_text(json.dumps(record, indent=1) + "\n")
+    write_file(OUT / "quickstart_run.json", json.dumps(record, indent=1) + "\n")
     print(json.dumps(record))
 
 

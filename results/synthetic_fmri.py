@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -87,14 +88,16 @@ def run_experiment(exp: str, out: Path = HERE, extra: list[str] = ()) -> None:
                         rows.append({**key, "round": r["round"], **{m: r.get(m, math.nan) for m in METRICS}})
     wall = time.time() - start
     drop = lambda df: df.dropna(axis=1, how="all")  # noqa: E731  metrics the problems lack
-    drop(pd.DataFrame(trials)).to_csv(out / f"{exp}_synthetic_trials.csv", index=False, float_format="%.6g")
-    drop(pd.DataFrame(rows)).to_csv(out / f"{exp}_synthetic_rounds.csv", index=False, float_format="%.6g")
+    write_file(out / f"{exp}_synthetic_trials.csv",
+               drop(pd.DataFrame(trials)).to_csv(index=False, float_format="%.6g"))
+    write_file(out / f"{exp}_synthetic_rounds.csv",
+               drop(pd.DataFrame(rows)).to_csv(index=False, float_format="%.6g"))
     sets = "".join(f" --set {o}" for o in extra)
     meta = {"command": f"OPENBLAS_NUM_THREADS=1 nice -n 10 python results/synthetic_fmri.py {exp}{sets}",
             "wall_seconds": round(wall, 1), "date": time.strftime("%Y-%m-%d"),
             "load_average_start": round(load_start, 1), "load_average_end": round(os.getloadavg()[0], 1),
             "configurations": len(trials)}
-    (out / f"{exp}_synthetic_run.json").write_text(json.dumps(meta, indent=1) + "\n")
+    write_file(out / f"{exp}_synthetic_run.json", json.dumps(meta, indent=1) + "\n")
 
 
 # ---- judging ----------------------------------------------------------------------------
@@ -431,7 +434,7 @@ def main(argv=None) -> int:
     if not args.page:
         run_experiment(args.experiment, args.out, args.sets)
     page = args.out / f"{args.experiment}_synthetic.md"
-    page.write_text(page_text(args.experiment, args.out))
+    write_file(page, page_text(args.experiment, args.out))
     print(page)
     return 0
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..runtime.limits import check_declared
+from ..runtime.files import replacing
 
 FILE = "state.npz"
 _KINDS = "__kinds__"
@@ -102,8 +103,9 @@ def save_snapshot(folder: str | Path, snapshot: Snapshot) -> Path:
             "active": snapshot.active}
     path = Path(folder) / FILE
     records = json.dumps(snapshot.records, default=float)  # floats, NaN / Infinity included
-    np.savez(path, **{k: np.asarray(v) for k, v in leaves.items()}, **{_KINDS: np.array(json.dumps(meta)),
-                                                                      _RECORDS: np.array(records)})
+    with replacing(path) as temp:
+        np.savez(temp, **{k: np.asarray(v) for k, v in leaves.items()},
+                 **{_KINDS: np.array(json.dumps(meta)), _RECORDS: np.array(records)})
     return path
 
 

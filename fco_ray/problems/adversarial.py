@@ -33,6 +33,7 @@ from ..ops import regularizers as R
 from ..ops.tree import Params
 from .registry import ProblemParams, register_problem
 from .saddle import ZERO_TOL, SaddleProblem
+from ..runtime.files import replacing
 
 CLASSES = 10
 
@@ -130,7 +131,8 @@ def render_attack(delta: np.ndarray, path: str | Path, title: str | None = None,
     density = float(np.mean(np.abs(img) >= ZERO_TOL))
     ax.set_title(title or f"density {density:.2f}", fontsize=9)
     path = Path(path)
-    fig.savefig(path, format="png", bbox_inches="tight")
+    with replacing(path) as temp:
+        fig.savefig(temp, format="png", bbox_inches="tight")
     return path
 
 

@@ -40,6 +40,7 @@ from ..ops.tree import Params
 from .base import Problem
 from .nodes import LocalPasses, SDCAPasses
 from .registry import ProblemParams, register_problem
+from ..runtime.files import replacing
 
 if TYPE_CHECKING:  # scipy and numba (kernels_sparse) load on first use, not with the schemas
     import scipy.sparse as sp
@@ -367,9 +368,8 @@ class SparseTextLogReg(Problem):
                               "which is not cached", RuntimeWarning, stacklevel=2)
             elif path is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
-                np.save(tmp, w)
-                os.replace(tmp, path)  # atomic: concurrent trials never read half a file
+                with replacing(path) as temp:  # atomic: concurrent trials never read half a file
+                    np.save(temp, w)
         value, grad = self.full_loss_grad({"w": w})
         return Optimum(w, value, float(np.linalg.norm(grad["w"])), self.test_error(w), iterations)
 

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from .dashboard import Curve, Heatmap
+from ..runtime.files import replacing
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf"]
@@ -295,4 +296,5 @@ def heatmap_figure(spec: Heatmap, metric: str, cells: dict[str, pd.DataFrame]) -
 
 def save(fig: Figure, path) -> None:
     # no "Software" stamp: the PNG is embedded in a page that must not name external URLs
-    fig.savefig(path, format="png", metadata={"Software": None})
+    with replacing(path) as temp:
+        fig.savefig(temp, format="png", metadata={"Software": None})

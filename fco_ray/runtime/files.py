@@ -136,21 +136,75 @@ def check_no_links(folder: str | os.PathLike, what: str = "folder") -> Path:
     return folder
 
 
-def write_replacing(source: str | os.PathLike, target: str | os.PathLike) -> None:
-    """Copy `source` to `target` as a new file that then replaces `target` (os.replace): an
-    existing `target` -- a hard link to a file elsewhere, a symbolic link -- is swapped out,
-    never written into, so nothing but the name `target` can change."""
+@contextlib.contextmanager
+def replacing(target: str | os.PathLike):
+    """The one safe writer: yields a new, empty temporary file in `target`'s folder (same
+    suffix, so writers that go by it -- `savefig`, `np.savez` -- keep working); once the
+    block ends without an error it replaces `target` (os.replace). An existing `target` -- a
+    symbolic link or a hard link to a file elsewhere, as a cloned repository can ship -- is
+    swapped out, never written into or followed, so nothing but the name `target` changes;
+    on an error the temporary file is removed and `target` is left as it was.
+
+    Every file fco-ray and the repository's scripts (`benchmarks/`, `results/`) write goes
+    through this (`write_file`, `write_replacing`, `append_file`; tests/e2e/
+    test_reliability_five.py checks no other write is left)."""
     target = Path(target)
-    temp = target.parent / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    temp = target.parent / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp{target.suffix}"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # never an existing file
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
-            while chunk := src.read(2**20):
-                out.write(chunk)
+        yield temp
         os.replace(temp, target)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+def write_file(target: str | os.PathLike, data: str | bytes) -> Path:
+    """Write `data` (text as UTF-8, or bytes) to `target` through `replacing`."""
+    target = Path(target)
+    with replacing(target) as temp:
+        temp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return target
+
+
+def write_replacing(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Copy `source` to `target` through `replacing`: an existing `target` -- a hard link to
+    a file elsewhere, a symbolic link -- is swapped out, never written into."""
+    with replacing(target) as temp, open(temp, "wb") as out, open(source, "rb") as src:
+        while chunk := src.read(2**20):
+            out.write(chunk)
+
+
+def open_in_place(target: str | os.PathLike, flags: int, mode: int = 0o666) -> int:
+    """`os.open(target, flags | O_CREAT | O_NOFOLLOW)` for the few files written where they
+    are (appended records, a lock file, which must keep its inode): a symbolic link at
+    `target`, or a file with another hard link (a file that is also elsewhere), is refused
+    with a ConfigError, never written into."""
+    target = Path(target)
+    try:
+        fd = os.open(target, flags | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), mode)
+    except OSError:
+        if target.is_symlink():
+            raise ConfigError(f"{target} is a symbolic link to {os.path.realpath(target)}; "
+                              "refusing to write through it (a cloned repository may carry "
+                              "such a link): remove the link") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        raise ConfigError(f"{target} is not a plain file of its own ({st.st_nlink} hard links); "
+                          "refusing to write into a file that is also elsewhere: remove it")
+    return fd
+
+
+def append_file(target: str | os.PathLike, text: str) -> Path:
+    """Append `text` to `target` (created if missing) where a record grows line by line (a
+    benchmark's progress), through `open_in_place`: never through a link."""
+    fd = open_in_place(target, os.O_WRONLY | os.O_APPEND)
+    with os.fdopen(fd, "a", encoding="utf-8") as out:
+        out.write(text)
+    return Path(target)
 
 
 MAX_CONFIG_BYTES = 2**20  # a config file is kilobytes

@@ -28,13 +28,13 @@ from ray.tune.search import BasicVariantGenerator
 
 from ..backends.cluster import connect, disconnect
 from ..runtime.errors import ConfigError
-from ..runtime.files import check_private_tree
+from ..runtime.files import check_private_tree, write_file
 from ..tracking.store import Store, TrackingUnavailable, check_store
 from ..tracking.sweeps import SweepLog
 from .logging import MLflowLogger, tune_loggers
 from .schema import Sweep, load_sweep
 from .storage import StorageFull, StorageGuard, check_room, sweep_lock
-from .trainable import TrialResources, train_trial, trial_dirname, trial_name
+from .trainable import TrialResources, registrations, train_trial, trial_dirname, trial_name
 
 SWEEP_COPY = "fco_sweep.yaml"  # the resolved sweep kept with Tune's state, checked on resume
 
@@ -166,7 +166,8 @@ def _fit(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: b
     problems = {key: ray.put(problem) for key, problem in sweep.problems.items()}
     sweep.problems.clear()
     trainable = tune.with_resources(
-        tune.with_parameters(train_trial, sweep=sweep, finished=log.finished(), problems=problems),
+        tune.with_parameters(train_trial, sweep=sweep, finished=log.finished(), problems=problems,
+                             registered=registrations(sweep)),
         TrialResources(sweep))
     if resume:  # the logger comes back with Tune's state (see MLflowLogger.__reduce__)
         tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_errored=True)
@@ -187,7 +188,7 @@ def _fit(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: b
                                failure_config=tune.FailureConfig(
                                    max_failures=sweep.spec.tune.max_failures)))
         exp_dir.mkdir(parents=True, exist_ok=True)
-        (exp_dir / SWEEP_COPY).write_text(resolved)
+        write_file(exp_dir / SWEEP_COPY, resolved)
     try:
         with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1",  # our loggers: tune_loggers
                        TUNE_DISABLE_SIGINT_HANDLER="1"), stops.fit():  # _StopSignals instead

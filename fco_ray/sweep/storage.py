@@ -26,6 +26,7 @@ from pathlib import Path
 from ray import tune
 
 from ..runtime.errors import ConfigError
+from ..runtime.files import open_in_place
 from ..runtime.limits import human
 
 #: free bytes Tune's storage must keep: a step writes the experiment state and the trials'
@@ -93,7 +94,7 @@ def sweep_lock(root: Path, name: str):
     """Hold `<root>/.<name>.lock` while the sweep runs; ConfigError if a live driver holds it."""
     path = root / f".{name}.lock"
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_in_place(path, os.O_RDWR, 0o600)  # never through a planted link
     except OSError as e:
         raise ConfigError(f"--storage {root}: cannot create the sweep's lock file {path.name} "
                           f"({e.strerror or e})") from None

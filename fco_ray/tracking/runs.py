@@ -9,6 +9,7 @@ from typing import Iterable
 from .links import run_url, ui_base
 from .store import ALGORITHM, FINAL_ROUND, ROLE, STATUS, Store, check_store, default_uri
 from .summary import Summary, run_label
+from ..runtime.files import replacing
 
 
 def write_artifacts(cfg, model: dict, folder: Path) -> list[Path]:
@@ -19,7 +20,8 @@ def write_artifacts(cfg, model: dict, folder: Path) -> list[Path]:
     import numpy as np
 
     written = [Path(folder) / "model.npz"]
-    np.savez(written[0], **model)
+    with replacing(written[0]) as temp:
+        np.savez(temp, **model)
     return written + cfg.problem.problem_class.pictures(model, folder)
 
 

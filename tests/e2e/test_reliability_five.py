@@ -1,0 +1,157 @@
+"""Reliability and security, round five (issue 44): the repository's scripts wrote through
+planted links, a user's class under a built-in name replaced it silently, `run_grid`'s
+`max_group` was unchecked, the JAX environment could kill or misreport the default engine,
+a group too big for memory was refused only after building the problem. Each case fails on
+the code before its fix."""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from fco_ray import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# --- 1. every file a script writes goes through files.replacing ---------------------------------
+
+#: calls that write a file at a path they are given: only inside `with replacing(...)`
+_NEEDS_TEMP = {"savefig", "savez", "savez_compressed", "save"}
+#: calls that write a path directly: never (files.write_file / append_file instead)
+_NEVER = {"write_text", "write_bytes", "copyfile", "copy", "copy2", "symlink_to", "hardlink_to"}
+
+
+def _raw_writes(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+
+    def visit(node, in_replacing):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            in_replacing = in_replacing or any(
+                isinstance(item.context_expr, ast.Call) and getattr(
+                    item.context_expr.func, "id", getattr(item.context_expr.func, "attr", "")) == "replacing"
+                for item in node.items)
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            where = f"{path.relative_to(ROOT)}:{node.lineno} {name}"
+            owner = func.value if isinstance(func, ast.Attribute) else None
+            if name in _NEVER and not (name == "copy" and not isinstance(owner, ast.Name)) \
+                    and not (name in ("copy", "save") and getattr(owner, "id", "") not in ("shutil", "np")):
+                found.append(where)
+            elif name in _NEEDS_TEMP and (name != "save" or getattr(owner, "id", "") == "np") \
+                    and not in_replacing:
+                found.append(where)
+            elif name in ("to_csv", "to_json", "to_parquet", "to_pickle") and (
+                    node.args or any(k.arg == "path_or_buf" for k in node.keywords)):
+                found.append(where)
+            elif name == "open" and (isinstance(func, ast.Name) or getattr(owner, "id", "") != "os"):
+                mode = node.args[1] if len(node.args) > 1 and isinstance(func, ast.Name) else (
+                    node.args[0] if node.args and isinstance(func, ast.Attribute) else None)
+                mode = next((k.value for k in node.keywords if k.arg == "mode"), mode)
+                text = mode.value if isinstance(mode, ast.Constant) else "r"
+                if set(str(text)) & set("wax+") and not in_replacing:
+                    found.append(f"{where}({text!r})")
+            elif name == "open" and getattr(owner, "id", "") == "os" and path.name != "files.py":
+                found.append(where)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_replacing)
+
+    visit(tree, False)
+    return found
+
+
+def test_every_script_writes_through_the_one_safe_writer():
+    """No script of the repository (benchmarks/, results/, the package behind the CLI) writes
+    a file but through `fco_ray.runtime.files` (a new file replacing the name, or an append
+    that refuses links). Before: `write_text`, `to_csv(path)`, `savefig(path)`, `open(.., "a")`
+    in 30 files, each following a planted link."""
+    files = [*sorted((ROOT / "benchmarks").glob("*.py")), *sorted((ROOT / "results").glob("*.py")),
+             *(f for f in sorted((ROOT / "fco_ray").rglob("*.py")) if f.name != "files.py")]
+    assert len(files) > 60
+    raw = [w for f in files for w in _raw_writes(f)]
+    assert raw == [], "writes that bypass fco_ray.runtime.files:\n" + "\n".join(raw)
+
+
+def _script(relative: str):
+    spec = importlib.util.spec_from_file_location(f"script_{Path(relative).stem}", ROOT / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def outside(tmp_path):
+    """Files outside the clone that planted links point to: none may change."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    made = {}
+
+    def plant(link: Path) -> Path:
+        target = folder / f"victim{len(made)}"
+        target.write_text(f"theirs {len(made)}")
+        made[target] = target.read_bytes()
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, link)
+        return link
+
+    yield plant
+    assert made, "nothing planted"
+    assert {p: p.read_bytes() for p in made} == made  # the outside files are untouched
+
+
+def test_planted_links_under_the_scripts_default_folders_are_replaced(outside, tmp_path, monkeypatch,
+                                                                       capsys):
+    """A clone shipping links at the scripts' default outputs: each script writes its own
+    file in place of the link, and the files the links led to stay as they were.
+    Before: `benchmarks/config_errors.py --repeats 1` and `results/conventions.py --quick --out
+    DIR` overwrote the outside files; `fco-ray run`'s model.npz, a sweep's lock file, an E7
+    record appended to likewise."""
+    links = []
+    # benchmarks/config_errors.py: default benchmarks/results/config_errors.{md,json}
+    bench = _script("benchmarks/config_errors.py")
+    results = tmp_path / "clone" / "benchmarks" / "results"
+    links += [outside(results / "config_errors.md"), outside(results / "config_errors.json")]
+    monkeypatch.setattr(bench, "RESULTS", results)
+    monkeypatch.setattr(bench, "time_case", lambda argv, work, expect: 0.1)  # the cases' timing
+    monkeypatch.setattr(sys, "argv", ["config_errors.py", "--repeats", "1"])
+    assert bench.main() == 0
+    # results/conventions.py --quick --out DIR (default results/)
+    conventions = _script("results/conventions.py")
+    monkeypatch.setattr(conventions, "lam_scan", lambda exp, quick: {})
+    monkeypatch.setattr(conventions, "shift_boundary", lambda quick: {})
+    out = tmp_path / "clone" / "results"
+    links.append(outside(out / "conventions.json"))
+    assert conventions.main(["--quick", "--out", str(out)]) == 0
+    # fco-ray run's artifacts (model.npz), written into the run's folder
+    from fco_ray.api import resolve
+    from fco_ray.tracking.runs import write_artifacts
+
+    artifacts = tmp_path / "clone" / "artifacts"
+    links.append(outside(artifacts / "model.npz"))
+    import numpy as np
+
+    write_artifacts(resolve({"problem": {"name": "lasso"}, "algorithm": {"name": "fedavg"}}),
+                    {"w": np.zeros(3)}, artifacts)
+    for link in links:
+        assert link.is_file() and not link.is_symlink(), link
+    # written in place (a lock keeps its inode, a record grows): a link is refused, not followed
+    from fco_ray.runtime.files import append_file
+    from fco_ray.sweep.storage import sweep_lock
+
+    storage = tmp_path / "clone" / "ray_results"
+    outside(storage / ".mine.lock")
+    with pytest.raises(ConfigError, match="symbolic link"), sweep_lock(storage, "mine"):
+        pass
+    record = outside(tmp_path / "clone" / "e7_fig2.jsonl")
+    with pytest.raises(ConfigError, match="symbolic link"):
+        append_file(record, "{}\n")
+    hard = tmp_path / "clone" / "hard.jsonl"
+    os.link(outside(tmp_path / "clone" / "spare").resolve(), hard)
+    with pytest.raises(ConfigError, match="hard links"):
+        append_file(hard, "{}\n")
