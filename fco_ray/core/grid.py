@@ -43,6 +43,23 @@ def expand(config: dict, grid: dict[str, list]) -> list[tuple[dict, RunConfig]]:
     return out
 
 
+def check_max_group(max_group):
+    """`max_group` checked as a sweep file's `tune.fuse_max` is (the same model, the same
+    message): None, or an integer from 1 to MAX_FUSE (NumPy integers taken as the int they
+    hold). Before, 0 silently meant the default, -1 raised a bare KeyError and 1.5 a
+    TypeError from deep inside the grouping."""
+    if max_group is None:
+        return None
+    from ..sweep.schema import TuneSettings
+    from .config import validate_model
+
+    try:
+        return validate_model(TuneSettings, {"fuse_max": plain(max_group)}, "tune").fuse_max
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("tune.fuse_max", "run_grid max_group (a sweep file's "
+                                         "tune.fuse_max)", 1)) from None
+
+
 def run_grid(config, grid: dict[str, list], *, problem=None, fuse: bool = True,
              max_group: int | None = None) -> pd.DataFrame:
     """Run every configuration of `grid` (dotted keys -> value lists) over `config` (a dict
@@ -52,6 +69,7 @@ def run_grid(config, grid: dict[str, list], *, problem=None, fuse: bool = True,
     algorithm run fused (`fuse=False`: each alone; the same numbers), in groups of at most
     `max_group` (None: 64, or 1024 on a device backend). `problem`: a custom Problem instance
     every configuration runs on (as `fco_ray.run(config, problem=...)`)."""
+    max_group = check_max_group(max_group)
     if isinstance(config, (str, Path)):
         config = load_yaml(config)
     if problem is not None and isinstance(config, dict):

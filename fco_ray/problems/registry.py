@@ -48,10 +48,22 @@ class ProblemSpec:
 PROBLEMS: dict[str, ProblemSpec] = {}
 
 
-def register_problem(name: str, params: type[ProblemParams]):
-    """Decorator: `@register_problem("mine", MyParams) def build(params, seed) -> Problem`."""
+def register_problem(name: str, params: type[ProblemParams], *, replace: bool = False):
+    """Decorator: `@register_problem("mine", MyParams) def build(params, seed) -> Problem`.
+
+    A name already registered with other parameters or another builder (a built-in such as
+    `lasso`) is a ConfigError naming both, unless `replace=True`; the same builder again, or
+    one of the same module and qualified name (a module reloaded), is not a clash."""
+    from ..registry import check_free, qualified
 
     def wrap(build):
+        old = PROBLEMS.get(name)
+        if old is not None and not replace and (qualified(old.params), qualified(old.build)) != (
+                qualified(params), qualified(build)):
+            clash = (old.params, params) if qualified(old.params) != qualified(params) else (
+                old.build, build)
+            check_free("problem", name, clash[1], clash[0], replace,
+                       "fco_ray.register_problem(name, params, replace=True)")
         PROBLEMS[name] = ProblemSpec(params, build)
         return build
 

@@ -155,3 +155,64 @@ def test_planted_links_under_the_scripts_default_folders_are_replaced(outside, t
     os.link(outside(tmp_path / "clone" / "spare").resolve(), hard)
     with pytest.raises(ConfigError, match="hard links"):
         append_file(hard, "{}\n")
+
+
+# --- 2. a user's class under a name already taken -----------------------------------------------
+
+def test_a_class_under_a_builtin_name_is_refused_unless_it_says_it_replaces():
+    """Before: `register_algorithm` on a class named `fedavg` silently replaced the built-in
+    (a plain `fedavg` config then ran the user's class); `register_problem("lasso", ...)`
+    overwrote the built-in problem the same way."""
+    import fco_ray
+    from fco_ray.algorithms import ALGORITHMS
+    from fco_ray.problems import PROBLEMS, LassoParams
+
+    builtin = ALGORITHMS["fedavg"]
+
+    class MyFedAvg(builtin):
+        name = "fedavg"
+
+    with pytest.raises(ConfigError) as e:
+        fco_ray.register_algorithm(MyFedAvg)
+    message = str(e.value)
+    assert "'fedavg'" in message and f"{builtin.__module__}.{builtin.__qualname__}" in message
+    assert "MyFedAvg" in message and "replace=True" in message
+    assert ALGORITHMS["fedavg"] is builtin
+    spec = PROBLEMS["lasso"]
+
+    class MyLasso(LassoParams):
+        pass
+
+    with pytest.raises(ConfigError, match=r"'lasso'.*LassoParams.*MyLasso.*replace=True"):
+        fco_ray.register_problem("lasso", MyLasso)(lambda p, seed: None)
+    assert PROBLEMS["lasso"] is spec
+    # said on purpose, it replaces (and is put back); the same class twice is no clash
+    try:
+        assert fco_ray.register_algorithm(replace=True)(MyFedAvg) is MyFedAvg
+        assert ALGORITHMS["fedavg"] is MyFedAvg
+        fco_ray.register_problem("lasso", MyLasso, replace=True)(spec.build)
+        assert PROBLEMS["lasso"].params is MyLasso
+    finally:
+        ALGORITHMS["fedavg"] = builtin
+        PROBLEMS["lasso"] = spec
+    assert fco_ray.register_algorithm(builtin) is builtin
+
+
+# --- 3. run_grid's max_group: the checks of tune.fuse_max --------------------------------------
+
+@pytest.mark.parametrize("value, why", [(0, "greater than or equal to 1"), (-1, "greater than or equal to 1"),
+                                        (1.5, "fractional part"), (True, "boolean"),
+                                        (10**6, "less than or equal to 1024")])
+def test_run_grid_max_group_is_checked_as_fuse_max(value, why):
+    """Before: 0 silently meant the default, -1 raised a bare KeyError, 1.5 a TypeError."""
+    import fco_ray
+    from fco_ray.sweep import load_sweep
+
+    config = {"problem": {"name": "lasso", "clients": 4, "samples": 8, "dim": 6, "support": 2},
+              "algorithm": {"name": "fedavg"}, "rounds": 2}
+    with pytest.raises(ConfigError, match=why) as api:
+        fco_ray.run_grid(config, {"algorithm.client_lr": [0.1, 0.01]}, max_group=value)
+    assert str(api.value).startswith("run_grid max_group (a sweep file's tune.fuse_max): ")
+    with pytest.raises(ConfigError) as sweep:
+        load_sweep(ROOT / "sweeps" / "quickstart.yaml", [f"tune.fuse_max={value}"])
+    assert str(api.value).split("): ", 1)[1] in str(sweep.value)
