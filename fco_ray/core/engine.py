@@ -126,8 +126,8 @@ def run_rounds(problem: Problem, group: Group, backend: Backend, *, rounds: int,
 
     def record(rnd: int) -> None:
         rows, stopped = {}, []
-        try:
-            evaluated = group.evaluate(problem, state)
+        try:  # rows a compiled backend computed at this round (on the device), else the host's
+            evaluated = device_rows.pop(rnd) if rnd in device_rows else group.evaluate(problem, state)
         except NUMERICAL_FAILURES:
             evaluated = [{"train_loss": np.nan}] * len(active)
         for j, i in enumerate(active):
@@ -171,11 +171,16 @@ def run_rounds(problem: Problem, group: Group, backend: Backend, *, rounds: int,
                 state = group.join(states)
         comm = {"floats_up": float(up), "floats_down": float(down)}
 
+    device_rows: dict[int, list[dict]] = {}  # round -> rows of the active members, from `compiled`
+
     def advance_compiled(rnd: int, stop: int) -> None:
         """Rounds rnd..stop-1 at once on a backend that compiles them (`run_rounds`)."""
         nonlocal state, comm
-        state, stopped, floats = compiled(group, state, [seeds[i] for i in active], rnd, stop)
+        state, stopped, floats, *rows = compiled(group, state, [seeds[i] for i in active], rnd, stop)
         comm = dict(zip(("floats_up", "floats_down"), floats))
+        device_rows.clear()
+        if rows and rows[0] is not None:  # the members' metrics after round stop - 1
+            device_rows[stop] = [row for j, row in enumerate(rows[0]) if j not in stopped]
         end(stopped, state)
 
     def next_stop(rnd: int) -> int:

@@ -22,12 +22,17 @@ def _finite(tree) -> jax.Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(tree)]))
 
 
-def compile_rounds(rule, problem, shared: bool):
-    """A jitted `run(state, alive, stopped, hyper, seed, data, rows, weights, rounds)`:
-    state, alive (G,), stopped (G,) and hyper (a dict of (G,) numbers) on the member axis;
-    rows and weights (R, G, C): the clients of each round and member and their aggregation
-    weights; rounds (R,). Returns (state, alive, stopped), stopped[g] the round at which
-    member g's broadcast was not finite (-1: running).
+def compile_rounds(rule, problem, shared: bool, metrics=None):
+    """A jitted `run(state, alive, stopped, hyper, seed, data, metric_data, rows, weights,
+    rounds)`: state, alive (G,), stopped (G,) and hyper (a dict of (G,) numbers) on the member
+    axis; rows and weights (R, G, C): the clients of each round and member and their
+    aggregation weights; rounds (R,). Returns (state, alive, stopped, rows), stopped[g] the
+    round at which member g's broadcast was not finite (-1: running), and rows (G, M) each
+    member's metrics after the last round (`member_metrics`; None without `metrics`).
+
+    `metrics`: the problem's `MetricRule` (`fco_ray.rules.metrics`), which reads
+    `metric_data`: the metrics of the rule's output model and of its extra outputs (suffixed
+    on the host, in the order of `rule.extra_outputs`) are computed in the same program.
 
     `shared`: the members share the seed, so `seed` is one number and rows / weights are
     (R, C). Then nothing that depends on the seed carries the member axis: each client's
@@ -65,14 +70,30 @@ def compile_rounds(rule, problem, shared: bool):
                     for k, m in messages.items()}
         return servers(state, alive, payload, mean, hyper, seed)
 
-    def run(state, alive, stopped, hyper, seed, data, rows, weights, rounds):
+    def run(state, alive, stopped, hyper, seed, data, metric_data, rows, weights, rounds):
         def body(carry, xs):
             state, alive, stopped = carry
             rows_r, weights_r, rnd = xs
             state, ok = one_round(state, alive, hyper, seed, data, rows_r, weights_r, rnd)
             return (state, ok, jnp.where(alive & ~ok, rnd, stopped)), None
 
-        carry, _ = lax.scan(body, (state, alive, stopped), (rows, weights, rounds))
-        return carry
+        state, alive, stopped = lax.scan(body, (state, alive, stopped), (rows, weights, rounds))[0]
+        if metrics is None:
+            return state, alive, stopped, None
+        table = jax.vmap(member_metrics(rule, problem, metrics), in_axes=(0, 0, None))(state, hyper, metric_data)
+        return state, alive, stopped, table
 
     return jax.jit(run)
+
+
+def member_metrics(rule, problem, metrics):
+    """`f(state, hyper, metric_data)` -> one member's metrics (M,): those of the rule's
+    output model, then of each extra output (`rule.extra_outputs`, in its order)."""
+
+    def f(state, hyper, metric_data):
+        lam = hyper["lam"]
+        parts = [metrics(metric_data, rule.output(problem, state, hyper), lam)]
+        parts += [metrics(metric_data, params, lam) for params in rule.extra_outputs(problem, state, hyper).values()]
+        return jnp.concatenate(parts)
+
+    return f

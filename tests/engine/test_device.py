@@ -202,9 +202,9 @@ def test_cuda_without_jax_is_a_config_error():
 
 
 def test_a_group_larger_than_the_device_memory_is_refused(monkeypatch):
-    from fco_ray.backends.device import backend
+    from fco_ray.backends.device import memory
 
-    monkeypatch.setattr(backend, "free_bytes", lambda dev: 1 << 20)  # a 1 MiB device
+    monkeypatch.setattr(memory, "free_bytes", lambda dev: 1 << 20)  # a 1 MiB device
     cfg = config("feddualex", "bilinear_l1", "jax-cpu")
     cfg["problem"] = {**cfg["problem"], "n": 300, "m": 600}
     with pytest.raises(ConfigError, match="needs about .* of device memory, more than the 1.0 MiB free"):

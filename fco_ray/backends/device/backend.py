@@ -2,25 +2,34 @@
 
 The engine hands it the rounds between two evaluations (or checkpoints) at once
 (`run_rounds`); it draws the sampled clients of those rounds on the host (the CPU engine's
-sampler), runs them on the device as `lax.scan` over rounds of `jax.vmap` over members
-(`fco_ray.rules.rounds`), and returns the group's state and the members whose broadcast
-stopped being finite. The problem's data goes to the device once. Members may differ in
-their rates, lam and seed (their keyed draws and sampled clients are their own).
+sampler, `sampling`), runs them on the device as `lax.scan` over rounds of `jax.vmap` over
+members (`fco_ray.rules.rounds`), and returns the group's state, the members whose broadcast
+stopped being finite and, where the problem has metric rules (`fco_ray.rules.metrics`), every
+member's metrics after the last round, computed in the same program (the engine's rows: the
+host computes none). The problem's data goes to the device once; the group's state stays
+there between calls (it is uploaded again only when the engine changes it: a member ended).
+Members may differ in their rates, lam and seed (their keyed draws and sampled clients are
+their own).
 
 The rules are the algorithm's and the problem's (`Algorithm.rule`, `Problem.rule`): any pair
-that declares one runs here, a user's own included.
+that declares one runs here, a user's own included. The other concerns live beside this
+module: device memory (`memory`), the member layout (`layout`), the clients' draws
+(`sampling`), communicated floats (`floats`), the metric rows (`rows`).
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 
 import numpy as np
 
 from ...runtime.errors import ConfigError
-from ...runtime.limits import available_bytes, human
 from . import DEVICES
+from .floats import round_floats
+from .layout import from_members, member_hyper, pad, pad_tree, padded_size, to_members
+from .memory import check_memory, estimate_bytes, free_bytes  # noqa: F401 (re-exported)
+from .rows import metric_names, table_rows
+from .sampling import draw_clients
 
 INSTALL = "install the GPU extra: pip install -e '.[gpu]'"
 
@@ -57,32 +66,6 @@ def jax_device(device: str):
                           f"{INSTALL} on a machine with an NVIDIA GPU, or use backend.device: cpu") from None
 
 
-def free_bytes(dev) -> int:
-    """Memory left on the device: the GPU allocator's limit minus what is in use; the host's
-    available memory for JAX's CPU platform."""
-    stats = dev.memory_stats() if dev.platform != "cpu" else None
-    if stats and "bytes_limit" in stats:
-        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
-    return available_bytes()
-
-
-def estimate_bytes(data_bytes: int, model: int, message: int, group: int, clients: int) -> dict[str, int]:
-    """Device memory of a round's program for a group, by part, from the shapes alone (lower
-    bounds in the spirit of fco_ray/runtime/limits.py): the problem's data, and per member and
-    client the live copies of a local step (model, gradient, prox temporaries: 6) plus the
-    client's message."""
-    return {"the problem's data": data_bytes,
-            f"the clients' live iterates ({clients} clients x {group} members x {model} floats, "
-            "6 copies)": 6 * 8 * clients * group * model,
-            f"the clients' messages ({clients} clients x {group} members x {message} floats)":
-                8 * clients * group * message}
-
-
-def _pad(values: np.ndarray, size: int) -> np.ndarray:
-    """Members padded to `size` with copies of member 0 (padding never runs: alive is False)."""
-    return np.concatenate([values, np.repeat(values[:1], size - len(values), axis=0)]) if size > len(values) else values
-
-
 class DeviceBackend:
     """Runs a group's rounds on a JAX device (`run_rounds`); `map_clients` is not offered: the
     engine asks for whole rounds (`fco_ray.core.engine`)."""
@@ -96,22 +79,27 @@ class DeviceBackend:
         self.device_name = device
         self.problem = problem
         self.data = None  # the problem's arrays on the device, from the first round
-        self.compiled: dict = {}  # (algorithm class, shared hyperparameters) -> programs
+        self.metric_data = None  # the arrays its metric rules read, on the device
+        self.compiled: dict = {}  # (algorithm class, shared hyperparameters, shared seed) -> programs
         self.checked: set = set()
         self.floats: dict = {}  # (program, clients per round) -> floats up, down per member
+        self.names: dict = {}  # program -> the columns of its rows
+        self.resident = None  # (group, the state returned, its padded arrays on the device)
 
     def start_run(self) -> None:
-        pass
+        self.resident = None
 
     def close(self) -> None:
         self.compiled.clear()
+        self.resident = None
 
     def put(self, tree):
         return self.jax.device_put(tree, self.device)
 
     # ---- the rules of a group ------------------------------------------------------------
     def _rules(self, group, shared: bool):
-        """(rule, problem rule, compiled rounds) of `group`; `shared`: its members share the seed."""
+        """(rule, problem rule, metric rule or None, compiled rounds) of `group`; `shared`: its
+        members share the seed."""
         algorithm = group.members[0]
         rule = algorithm.make_rule()
         problem_rule = self.problem.make_rule(getattr(algorithm.hp, "batch_size", None))
@@ -125,128 +113,69 @@ class DeviceBackend:
         shared_hp = {f: v for f, v in algorithm.hp.model_dump().items() if not isinstance(v, float)}
         key = (type(algorithm), repr(sorted(shared_hp.items())), shared)  # real values come as arrays
         if key not in self.compiled:
+            from ...rules.metrics import metric_rule
             from ...rules.rounds import compile_rounds
 
+            metrics = metric_rule(self.problem)
             if self.data is None:
                 self.data = self.put({k: np.asarray(v) for k, v in problem_rule.arrays().items()})
-            self.compiled[key] = (rule, problem_rule, compile_rounds(rule, problem_rule, shared))
+            if metrics is not None and self.metric_data is None:
+                self.metric_data = self.put(metrics.arrays())
+            self.compiled[key] = (rule, problem_rule, metrics, compile_rounds(rule, problem_rule, shared, metrics))
         return self.compiled[key]
 
     def _check_memory(self, group, problem_rule, clients: int) -> None:
         key = (group.size, clients)
-        if key in self.checked:
-            return
-        model = sum(math.prod(s) for s in self.problem.shapes.values())
-        message = model * (1 + (group.hp.local_steps if getattr(group.hp, "ergodic", False) else 0))
-        data = sum(np.asarray(v).nbytes for v in problem_rule.arrays().values())
-        parts = estimate_bytes(data, model, message, group.size, clients)
-        total, free = sum(parts.values()), free_bytes(self.device)
-        if total > free:
-            part, size = max(parts.items(), key=lambda item: item[1])
-            raise ConfigError(
-                f"backend.device {self.device_name!r}: a group of {group.size} configurations of "
-                f"{group.name!r} on {self.problem.name!r} needs about {human(total)} of device "
-                f"memory, more than the {human(free)} free; the largest part is {part}: "
-                f"{human(size)}. Run smaller groups (run_grid max_group) or fewer clients per round")
-        self.checked.add(key)
+        if key not in self.checked:
+            check_memory(self.device, self.device_name, self.problem, group, problem_rule, clients)
+            self.checked.add(key)
+
+    def _members(self, group, state, size: int):
+        """The group's state on the device, on the padded member axis: the arrays the last
+        call left there where the engine hands back the state that call returned (and the
+        group is the same), else uploaded from the host."""
+        if self.resident is not None:
+            last_group, last_state, arrays = self.resident
+            if last_group is group and last_state is state:
+                return arrays
+        return self.put({k: pad_tree(v, size) for k, v in to_members(group, state).items()})
 
     # ---- whole rounds --------------------------------------------------------------------
     def run_rounds(self, group, state, seeds: list[int], start: int, stop: int):
         """Rounds start..stop-1 of `group` from `state` (the group's layout); `seeds`: one per
         member. Returns (state, positions of the members that stopped, with the state they
-        stopped at inside the returned state)."""
+        stopped at inside the returned state, floats up and down per member, rows): rows are
+        each member's metrics after round stop - 1 (a list of dicts in member order), None
+        where the problem has no metric rules (the host evaluates)."""
         shared = len(set(seeds)) == 1
-        rule, problem_rule, run = self._rules(group, shared)
+        rule, problem_rule, metrics, run = self._rules(group, shared)
         g = group.size
-        size = 1 << max(0, (g - 1).bit_length())  # padded: fewer compilations as members leave
-        rows, weights = [], []
-        for rnd in range(start, stop):
-            drawn = {s: group.select_clients(s, rnd, self.problem.num_clients) for s in set(seeds)}
-            rows.append(np.stack([drawn[s] for s in seeds]))
-            weights.append(np.stack([group.client_weights(self.problem, drawn[s]) for s in seeds]))
-        rows, weights = np.stack(rows), np.stack(weights)  # (R, G, C)
+        size = padded_size(g)
+        rows, weights = draw_clients(group, self.problem, seeds, start, stop)  # (R, G, C)
         self._check_memory(group, problem_rule, rows.shape[-1])
-        hyper = {k: _pad(v, size) for k, v in member_hyper(group, problem_rule, seeds).items()}
+        hyper = {k: pad(v, size) for k, v in member_hyper(group, problem_rule, seeds).items()}
         seed = hyper.pop("seed")
         if shared:  # one seed, one draw of clients for every member
             seed, rows, weights = seed[0], rows[:, 0], weights[:, 0]
         else:
-            rows, weights = _pad(rows.swapaxes(0, 1), size).swapaxes(0, 1), _pad(weights.swapaxes(0, 1), size).swapaxes(0, 1)
-        members = {k: _pad_tree(v, size) for k, v in to_members(group, state).items()}
+            rows, weights = pad(rows.swapaxes(0, 1), size).swapaxes(0, 1), pad(weights.swapaxes(0, 1), size).swapaxes(0, 1)
+        members = self._members(group, state, size)
         alive = np.arange(size) < g
-        out_state, _, stopped = run(self.put(members), self.put(alive), self.put(np.full(size, -1)),
-                                    self.put(hyper), self.put(seed), self.data,
-                                    self.put(rows.astype(np.int64)), self.put(weights.astype(np.float64)),
-                                    self.put(np.arange(start, stop, dtype=np.int64)))
-        out_state = self.jax.tree_util.tree_map(lambda v: np.asarray(v)[:g], out_state)
-        stopped = np.asarray(stopped)[:g]
-        floats_key = (id(run), rows.shape[-1])
-        if floats_key not in self.floats:  # shapes only: once per program and clients per round
-            self.floats[floats_key] = self._floats(rule, problem_rule, members, {**hyper, "seed": np.zeros(size, np.uint64)},
-                                                   rows.shape[-1])
-        floats = self.floats[floats_key]
-        return (from_members(group, out_state, state), [int(j) for j in np.flatnonzero(stopped >= 0)],
-                floats)
-
-    def _floats(self, rule, problem_rule, members, hyper, clients: int) -> tuple[float, float]:
-        """Floats a member's round sends up (its clients' messages) and down (the broadcast
-        to each client), from the shapes of the rule's broadcast and client message."""
-        from ...rules.problems import Client
-
-        jax = self.jax
-        one = jax.tree_util.tree_map(lambda v: v[0], members)
-        own = {k: v[0] for k, v in hyper.items()}
-        me = Client(np.uint64(0), np.uint64(0), np.uint64(0), np.int64(1), np.int64(0))
-        payload = jax.eval_shape(rule.broadcast, one)
-        message = jax.eval_shape(lambda st, hy: rule.client(problem_rule, self.data, rule.broadcast(st), hy, me),
-                                 one, own)
-        count = lambda tree: sum(math.prod(v.shape) for v in jax.tree_util.tree_leaves(tree))  # noqa: E731
-        return float(count(message) * clients), float(count(payload) * clients)
-
-
-def member_hyper(group, problem_rule, seeds: list[int]) -> dict[str, np.ndarray]:
-    """The `hyper` of the members' rules: every real-valued hyperparameter (one value per
-    member, whether or not it varies: a rule reads them all from here), psi's weight `lam`
-    (each member's own) and the seed."""
-    fields = group.hp.real_fields()
-    hyper = {f: np.array([np.nan if getattr(m.hp, f) is None else getattr(m.hp, f) for m in group.members],
-                         float) for f in fields}
-    lams = group.lams if group.lams is not None else [problem_rule.lam] * group.size
-    return {**hyper, "lam": np.asarray(lams, float), "seed": np.asarray(seeds, np.uint64)}
-
-
-def _pad_tree(tree, size: int):
-    if isinstance(tree, dict):
-        return {k: _pad_tree(v, size) for k, v in tree.items()}
-    return _pad(tree, size)
-
-
-def to_members(group, state) -> dict:
-    """The group's state with every leaf on a leading member axis (G, ...): a stacked group's
-    arrays already are; its numbers shared by the members, and a single run's leaves, get one."""
-    g = group.size
-
-    def lift(v):
-        if isinstance(v, dict):
-            return {k: lift(x) for k, x in v.items()}
-        v = np.asarray(v)
-        if group.stacked and v.ndim:
-            return v
-        return np.broadcast_to(v, (g,) + v.shape).copy()
-
-    return lift(state)
-
-
-def from_members(group, arrays, template):
-    """Member-axis arrays back in the group's layout, following `template` (the state the
-    rounds started from): a number stays a number where every member has the same value."""
-
-    def drop(v, t):
-        if isinstance(t, dict):
-            return {k: drop(v[k], t[k]) for k in t}
-        number = np.ndim(t) == 0 and not isinstance(t, np.ndarray)
-        if not group.stacked:
-            return type(t)(v[0].item()) if number else v[0]
-        return type(t)(v[0].item()) if number and np.all(v == v[0]) else v
-
-    return drop(arrays, template)
+        out, _, stopped, table = run(members, self.put(alive), self.put(np.full(size, -1)),
+                                     self.put(hyper), self.put(seed), self.data, self.metric_data,
+                                     self.put(rows.astype(np.int64)), self.put(weights.astype(np.float64)),
+                                     self.put(np.arange(start, stop, dtype=np.int64)))
+        host = self.jax.tree_util.tree_map(lambda v: np.asarray(v)[:g], out)
+        stopped = [int(j) for j in np.flatnonzero(np.asarray(stopped)[:g] >= 0)]
+        key = (id(run), rows.shape[-1])
+        if key not in self.floats:  # shapes only: once per program and clients per round
+            self.floats[key] = round_floats(self.jax, rule, problem_rule, self.data, members,
+                                            {**hyper, "seed": np.zeros(size, np.uint64)}, rows.shape[-1])
+        result = from_members(group, host, state)
+        self.resident = None if stopped else (group, result, out)
+        member_rows = None
+        if table is not None:
+            if id(run) not in self.names:
+                self.names[id(run)] = metric_names(self.jax, rule, problem_rule, metrics, members, hyper)
+            member_rows = table_rows(table, self.names[id(run)], g)
+        return result, stopped, self.floats[key], member_rows
