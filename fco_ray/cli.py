@@ -28,6 +28,9 @@ from .runtime.files import (
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 SWEEP_ONLY_KEYS = {"algorithms", "search", "seeds", "tune", "name", "report"}
+#: the page defining every metric, linked from --help: the clone's copy (an editable install)
+_PAGE = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+METRICS_PAGE = str(_PAGE) if _PAGE.is_file() else "docs/metrics.md of the fco-ray repository"
 
 
 def _table(df) -> str:
@@ -209,8 +212,11 @@ def cmd_runs(args) -> int:
         return EXIT_OK
     columns = ["algorithm", *_searched(trials), "seed", "status", "final_round",
                *dict.fromkeys(m for m in (metric, "train_loss") if m in trials)]
-    table = trials[columns].sort_values(["algorithm", metric] if metric in trials else ["algorithm"],
-                                        ascending=[True, mode == "min"] if metric in trials else True)
+    from .tracking.queries import run_ranks  # the one ranking: the verdict's, the report's, MLflow's
+
+    place = run_ranks(trials, metric, mode) if metric in trials else {}
+    table = (trials.assign(_place=trials["run_id"].map(place).fillna("~"))
+             .sort_values(["_place", "algorithm"], kind="stable")[columns])
     print(_table(table.rename(columns=_short)))
     return EXIT_OK
 
@@ -316,7 +322,9 @@ SUBCOMMANDS = [add_run, add_sweep, add_runs, add_report]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fco-ray", description="Federated composite optimization on Ray: run, sweep, inspect.")
+        prog="fco-ray", description="Federated composite optimization on Ray: run, sweep, inspect.",
+        epilog=f"What each printed and logged metric means (f1, density, val_mse, floats_up, "
+               f"floats_down, ...) and which problems have it: {METRICS_PAGE}")
     parser.add_argument("--version", action="version", version=f"fco-ray {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in SUBCOMMANDS:

@@ -137,10 +137,14 @@ class MLflowLogger(tune.Callback):
             return
         self.shown = now
         for s in self.running.values():
+            # a trial that has not moved since its last line (waiting for a CPU, compiling) is
+            # not shown again: the same line twice says nothing new
             if s["row"] is not None and s["row"]["round"] < s["rounds"]:
                 metric = {k: s["row"][k] for k in (self.sweep.metric, f"best {self.sweep.metric}") if k in s["row"]}
-                self.echo("  " + progress_text(s["label"], s["row"]["round"], s["rounds"],
-                                               s["meter"].rate(), metric))
+                text = "  " + progress_text(s["label"], s["row"]["round"], s["rounds"], s["meter"].rate(), metric)
+                if text != s.get("said"):
+                    s["said"] = text
+                    self.echo(text)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         result = trial.last_result or {}
