@@ -31,6 +31,7 @@ import ray
 from ray import tune
 
 from ..algorithms import ALGORITHMS
+from ..problems import PROBLEMS
 from ..core.checkpoint import FILE as SNAPSHOT_FILE
 from ..core.checkpoint import Snapshot, load_snapshot, save_snapshot
 from ..core.config import BackendConfig
@@ -67,7 +68,30 @@ def member_key(trial_id: str, index: int) -> str:
     return f"{trial_id}-{index}"
 
 
-def train_trial(tune_config: dict, sweep: Sweep, finished: dict, problems: dict | None = None) -> None:
+def registrations(sweep: Sweep) -> dict:
+    """The user's own algorithm classes and problem builders that the sweep names (registered
+    in the driver's process, not part of fco_ray): they travel with every trial, whose process
+    registers them before it reads its configurations (`register_in_trial`)."""
+    names = set(sweep.algorithms())
+    algorithms = {n: ALGORITHMS[n] for n in names
+                  if n in ALGORITHMS and not ALGORITHMS[n].__module__.startswith("fco_ray.")}
+    problem = sweep.spec.problem.get("name")
+    problems = {problem: PROBLEMS[problem]} if problem in PROBLEMS and \
+        not PROBLEMS[problem].build.__module__.startswith("fco_ray.") else {}
+    return {"algorithms": algorithms, "problems": problems}
+
+
+def register_in_trial(registered: dict | None) -> None:
+    """Register the driver's user classes (`registrations`) in this trial's process where
+    its registries lack them."""
+    for name, cls in (registered or {}).get("algorithms", {}).items():
+        ALGORITHMS.setdefault(name, cls)
+    for name, spec in (registered or {}).get("problems", {}).items():
+        PROBLEMS.setdefault(name, spec)
+
+
+def train_trial(tune_config: dict, sweep: Sweep, finished: dict, problems: dict | None = None,
+                registered: dict | None = None) -> None:
     """The Tune trainable: a group of configurations (one or more; `fco_ray.core.plan.prepare`),
     reporting every evaluated round.
 
@@ -83,7 +107,9 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict, problems: dict 
     `finished`: configurations already FINISHED in MLflow before an interruption (by key):
     a resumed sweep reports them instead of running them again. `problems`: Ray object refs
     of the problems the driver built, by `data_key` (`Sweep.problems`), as its checks left
-    them (they evaluated the initial model: a problem keeps no state between calls)."""
+    them (they evaluated the initial model: a problem keeps no state between calls).
+    `registered`: the user's algorithms and problems the sweep names (`registrations`)."""
+    register_in_trial(registered)
     points = sweep.members_of(tune_config)
     trial_id, size = tune.get_context().get_trial_id(), len(points)
     done = [finished.get(member_key(trial_id, j)) for j in range(size)]

@@ -9,6 +9,8 @@ import pytest
 
 pytest.importorskip("jax", reason="rules run on JAX")
 
+import jax.numpy as jnp  # noqa: E402
+
 import fco_ray  # noqa: E402
 from fco_ray.ops.random import Key, sample_clients  # noqa: E402
 from fco_ray.ops.prox import soft_threshold  # noqa: E402
@@ -72,7 +74,45 @@ def test_the_rule_is_the_mathematics(example):
     np.testing.assert_allclose(model["w"], expected, rtol=1e-9)
 
 
-def test_a_rule_only_algorithm_on_the_numpy_engine_is_refused(example):
-    config, problem = example["config"], example["problem"]
-    with pytest.raises(ConfigError, match="'fedavg_momentum' is written as a rule.*jax-cpu"):
-        fco_ray.run({**config, "backend": {"name": "local"}}, problem=problem)
+@pytest.mark.parametrize("device", ["auto", "cpu"])
+def test_the_cpu_engine_runs_the_rule(example, device):
+    """The default engine and `device: cpu` run the page's rule round by round (compiled
+    client sums, `fco_ray.rules.host`): every row equals the whole compiled rounds of jax-cpu,
+    and the fused grid's members equal their own runs."""
+    config, problem, compiled = example["config"], example["problem"], example["df"]
+    on = {**config, "backend": {"name": "local", "device": device}}
+    df, model = fco_ray.run(on, problem=problem, return_model=True)
+    assert df.attrs["backend"]["device"] == "cpu"  # auto: a pair never measured runs here
+    np.testing.assert_allclose(df["train_loss"].to_numpy(), compiled["train_loss"].to_numpy(), rtol=1e-9)
+    np.testing.assert_allclose(model["w"], example["model"]["w"], rtol=1e-9)
+    grid = fco_ray.run_grid(on, {"algorithm.client_lr": [0.1, 0.03], "algorithm.momentum": [0.0, 0.5]},
+                            problem=problem)
+    assert len(grid) == 4 * 5 and set(grid["status"]) == {"finished"}
+    merged = grid.merge(example["grid"], on=["algorithm.client_lr", "algorithm.momentum", "round"])
+    np.testing.assert_allclose(merged["train_loss_x"], merged["train_loss_y"], rtol=1e-9)
+
+
+def _broken(example, **methods):
+    """The page's algorithm with some rule methods replaced, registered under a new name."""
+    base = example["ServerMomentumRule"]
+    rule = type("BrokenRule", (base,), methods)
+    cls = type("Broken", (example["FedAvgMomentum"],), {"name": "broken_momentum", "rule": rule})
+    fco_ray.register_algorithm(cls)
+    return {**example["config"], "algorithm": {**example["config"]["algorithm"], "name": "broken_momentum"}}
+
+
+@pytest.mark.parametrize("device", ["cpu", "jax-cpu"])
+@pytest.mark.parametrize("broken, says", [
+    ({"server": lambda self, problem, state, mean, hyper: {"w": state["w"]}},
+     r"rule BrokenRule\.server returns a state .*missing \[\"\['m'\]\['w'\]\"\]"),
+    ({"client": lambda self, problem, data, payload, hyper, client:
+      {"w": jnp.zeros((3, 4))}},
+     r"rule BrokenRule\.(client|server) .*shape"),
+])
+def test_a_rule_that_does_not_fit_is_refused_before_the_first_round(example, device, broken, says):
+    config = _broken(example, **broken)
+    try:
+        with pytest.raises(ConfigError, match=says):
+            fco_ray.run({**config, "backend": {"name": "local", "device": device}}, problem=example["problem"])
+    finally:
+        fco_ray.ALGORITHMS.pop("broken_momentum", None)
