@@ -60,7 +60,7 @@ def test_render_rewrites_only_the_marked_region(tmp_path):
         "<!-- /generated -->\nafter\n")
     assert "old" not in text
     # the 10% column: 0.3316 and 0.25 are within, 0.2 (vs 0.1714) and 0.5 (vs 0.88) are not
-    assert "| majority class, test error | 0.3316 | 0.3316 | 1 of 1 |" in text
+    assert "| predicting -1 (the majority class), error | 0.3316 | 0.3316 | 1 of 1 |" in text
     assert "| per-author majority, test error | 0.1714 | 0.2000 | 0 of 1 |" in text
     assert "| optimum w*, test error | 0.2627 | 0.2500 | 1 of 1 |" in text
     assert "| GD | 1 | 2 | > 2 |" in text  # OPT + 0.01 at round 2, OPT + 0.002 never
