@@ -122,6 +122,8 @@ def _bias(b: np.ndarray) -> np.ndarray:
 class BinaryLogistic(Classifier):
     """Binary logistic regression, model {"w": (d,), "b": ()}."""
 
+    rule: ClassVar = "fco_ray.rules.problems:binary_logistic"  # its JAX rule (E3)
+
     def loss_and_grad(self, params: Params, batch):
         from scipy.special import expit
         x, y, weight = batch["x"], batch["y"], batch["weight"]
@@ -136,6 +138,8 @@ class BinaryLogistic(Classifier):
 
 class Multinomial(Classifier):
     """Multinomial logistic regression, model {"w": (d, k), "b": (k,)}."""
+
+    rule: ClassVar = "fco_ray.rules.problems:multinomial"  # its JAX rule (E4)
 
     def loss_and_grad(self, params: Params, batch):
         x = batch["x"]
@@ -294,6 +298,7 @@ class SparseLogRegParams(_DataParams):
 
     LOCAL_DATASET: ClassVar[str] = "haxby"
     name: Literal["sparse_logreg"] = "sparse_logreg"
+    problem_class: ClassVar[type[Problem]] = BinaryLogistic
     fusable_lam: ClassVar[bool] = True  # lam weighs psi only (ProblemParams.fusable_lam)
     lam: float = Field(1e-3, ge=0, allow_inf_nan=False)
     dataset: Literal["digits", "breast_cancer", "haxby", "synthetic_fmri"] = "digits"
@@ -346,6 +351,7 @@ class ConstrainedLogRegParams(_ImageParams):
 
     DEFAULT_RADIUS: ClassVar[dict[str, float]] = {"l1_ball": 100.0, "l2_ball": 10.0}
     name: Literal["constrained_logreg"] = "constrained_logreg"
+    problem_class: ClassVar[type[Problem]] = Multinomial
 
 
 def synthetic_fmri(p: _DataParams, seed: int, conditions: int = 2):

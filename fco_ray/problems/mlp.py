@@ -20,12 +20,15 @@ from pydantic import Field, field_validator
 
 from ..ops import regularizers as R
 from ..ops.tree import Params
+from .base import Problem
 from .logistic import Classifier, _bias, _ImageParams, image_data, softmax_cross_entropy
 from .registry import register_problem
 
 
 class MLP(Classifier):
     """Blocks w0, b0, ..., w{L}, b{L} (the last pair is the output layer)."""
+
+    rule: ClassVar = "fco_ray.rules.problems:mlp"  # its JAX rule (E4)
 
     @property
     def layers(self) -> int:
@@ -77,6 +80,7 @@ class MlpParams(_ImageParams):
 
     DEFAULT_RADIUS: ClassVar[dict[str, float]] = {"l1_ball": 300.0, "l2_ball": 10.0}
     name: Literal["mlp"] = "mlp"
+    problem_class: ClassVar[type[Problem]] = MLP
     hidden: list[int] = Field([200, 200], description="hidden layer widths")
 
     @field_validator("hidden")

@@ -200,3 +200,114 @@ def bilinear(problem, batch_size):
 def adversarial(problem, batch_size):
     blocks = psi_blocks(problem.psi)
     return None if blocks is None else Adversarial(problem, blocks, batch_size)
+
+
+# ---- E3 / E4: the classification problems (fco_ray.problems.logistic, fco_ray.problems.mlp) ----
+def classifier_blocks(psi) -> dict[str, Block] | None:
+    """`psi_blocks` plus the l1 and l2 balls of E4 (`psi.Ball`: a constraint alone, no
+    penalty); None where a block has no rule."""
+    from ..ops.regularizers import Blockwise as Regs
+    from .psi import BALLS, Ball
+
+    balls = {name: reg for name, reg in psi.regs.items() if reg.constraint in BALLS}
+    if any(reg.penalty is not None for reg in balls.values()):
+        return None
+    rest = psi_blocks(Regs({n: r for n, r in psi.regs.items() if n not in balls}, psi.shapes))
+    if rest is None:
+        return None
+    return {**rest, **{name: Ball(reg.constraint, float(reg.radius)) for name, reg in balls.items()}}
+
+
+class Classifier(Samples):
+    """The samples of a classification problem: features `x` flat (rows, d), labels `y`."""
+
+    label_dtype = "int64"
+
+    def arrays(self) -> dict:
+        train = self.problem.train
+        x = train.arrays["x"]
+        return {"x": x.reshape(-1, x.shape[-1]), "y": train.arrays["y"].reshape(-1).astype(self.label_dtype),
+                **sample_table(self.problem)}
+
+    def weights(self, weights, count: int):
+        """The step's row weights: 1 / batch each (`Problem.minibatch`), or the client's."""
+        return jnp.full(count, 1.0 / self.batch) if weights is None else weights
+
+    def softmax_error(self, logits, y, weights):
+        """weight_b (softmax(z_b) - e_{y_b}) (`logistic.softmax_cross_entropy`'s floats)."""
+        e = jnp.exp(logits - jnp.max(logits, axis=-1, keepdims=True))
+        dz = e / jnp.sum(e, axis=-1, keepdims=True) - jax.nn.one_hot(y, logits.shape[-1], dtype=logits.dtype)
+        return dz * weights[:, None]
+
+
+class BinaryLogistic(Classifier):
+    """E3 (`logistic.BinaryLogistic`): f = log(1 + e^z) - y z, z = <x, w> + b, y in {0, 1};
+    grad_w = sum_b weight_b (sigmoid(z_b) - y_b) x_b, grad_b the same sum without x."""
+
+    label_dtype = "float64"
+
+    def grad(self, data, params, client: Client, k, stream):
+        rows, weights = self.rows(client, k, stream)
+        xb = data["x"][rows]
+        z = xb @ params["w"] + params["b"]
+        r = self.weights(weights, z.shape[0]) * (jax.nn.sigmoid(z) - data["y"][rows])
+        return {"w": r @ xb, "b": r.sum()}
+
+
+class Multinomial(Classifier):
+    """E4 (`logistic.Multinomial`): softmax cross-entropy of z = W^T x + b, W (d, k), b (k,)."""
+
+    def grad(self, data, params, client: Client, k, stream):
+        rows, weights = self.rows(client, k, stream)
+        xb = data["x"][rows]
+        dz = self.softmax_error(xb @ params["w"] + params["b"], data["y"][rows],
+                                self.weights(weights, xb.shape[0]))
+        return {"w": xb.T @ dz, "b": dz.sum(axis=0)}
+
+
+class MLP(Classifier):
+    """E4 (`mlp.MLP`): h_0 = x, h_l = relu(h_{l-1} W_l + b_l), logits = h_L W_out + b_out,
+    softmax cross-entropy; backpropagation as there (relu'(z) = 1 where h > 0)."""
+
+    def grad(self, data, params, client: Client, k, stream):
+        layers = len(self.problem.shapes) // 2
+        rows, weights = self.rows(client, k, stream)
+        acts = [data["x"][rows]]
+        for i in range(layers):
+            z = acts[-1] @ params[f"w{i}"] + params[f"b{i}"]
+            acts.append(jnp.maximum(z, 0.0) if i < layers - 1 else z)
+        dz = self.softmax_error(acts[-1], data["y"][rows], self.weights(weights, acts[0].shape[0]))
+        out = {}
+        for i in reversed(range(layers)):
+            out[f"w{i}"], out[f"b{i}"] = acts[i].T @ dz, dz.sum(axis=0)
+            if i:
+                dz = (dz @ params[f"w{i}"].T) * (acts[i] > 0)
+        return out
+
+
+def binary_logistic(problem, batch_size):
+    """E3 sparse_logreg: {"w": (d,), "b": ()}, psi on w (l1 by default)."""
+    blocks = classifier_blocks(problem.psi)
+    if blocks is None or set(problem.shapes) != {"w", "b"} or problem.shapes["b"] != () \
+            or len(problem.shapes["w"]) != 1:
+        return None
+    return BinaryLogistic(problem, blocks, batch_size)
+
+
+def multinomial(problem, batch_size):
+    """E4 constrained_logreg: {"w": (d, k), "b": (k,)}, a ball on w."""
+    blocks = classifier_blocks(problem.psi)
+    shapes = problem.shapes
+    if blocks is None or set(shapes) != {"w", "b"} or len(shapes["w"]) != 2 or shapes["b"] != shapes["w"][1:]:
+        return None
+    return Multinomial(problem, blocks, batch_size)
+
+
+def mlp(problem, batch_size):
+    """E4 mlp: blocks w0, b0, ..., w{L}, b{L}, a ball on each weight matrix."""
+    blocks = classifier_blocks(problem.psi)
+    layers = len(problem.shapes) // 2
+    names = {f"{p}{i}" for i in range(layers) for p in "wb"}
+    if blocks is None or layers < 1 or set(problem.shapes) != names:
+        return None
+    return MLP(problem, blocks, batch_size)

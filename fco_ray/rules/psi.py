@@ -128,3 +128,47 @@ class Block:
         if self.penalty == "l1":
             return lam * jnp.sign(x)
         return lam * polar(x)
+
+
+# ---- the l1 and l2 balls (a constraint alone: E4's weight matrices) -----------------------
+def project_l2_ball(x, radius):
+    """Projection onto {||u||_2 <= radius} over the whole block (`prox.project_l2_ball`):
+    x * (radius / ||x||_2) outside the ball, x itself inside."""
+    norm = jnp.sqrt(jnp.sum(x * x))
+    scale = jnp.where(norm > radius, radius / jnp.where(norm > radius, norm, 1.0), 1.0)
+    return x * scale
+
+
+def project_l1_ball(x, radius):
+    """Projection onto {||u||_1 <= radius} over the whole block, sort-based (Duchi et al. 2008;
+    `prox.project_l1_ball`): with mu = |x| sorted decreasingly, theta_j = (sum_{i<=j} mu_i -
+    radius) / j, rho = max{j : mu_j > theta_j}, P(x) = sign(x) max(|x| - theta_rho, 0); a point
+    with ||x||_1 <= radius comes back unchanged."""
+    if radius == 0 or x.size == 0:
+        return jnp.zeros_like(x)
+    d = x.size
+    v = x.reshape(-1)
+    a = jnp.abs(v)
+    mu = -jnp.sort(-a)
+    thetas = (jnp.cumsum(mu) - radius) / jnp.arange(1, d + 1, dtype=v.dtype)
+    last = d - 1 - jnp.argmax((mu > thetas)[::-1])  # rho - 1
+    projected = jnp.sign(v) * jnp.maximum(a - thetas[last], 0.0)
+    return jnp.where(jnp.sum(a) <= radius, v, projected).reshape(x.shape)
+
+
+BALLS = {"l1": project_l1_ball, "l2": project_l2_ball}
+
+
+class Ball(Block):
+    """psi on one block = the indicator of the `norm` ball ("l1" or "l2", `BALLS`) of `radius`
+    over the whole block, no penalty: prox_{t psi} is the projection for every t, and the
+    penalty's subgradient is zero (`regularizers.L1Ball`, `L2Ball`)."""
+
+    def __init__(self, norm: str, radius: float):
+        if norm not in BALLS:
+            raise ValueError(f"Ball: norm must be one of {sorted(BALLS)}, got {norm!r}")
+        super().__init__(None, radius)
+        self.norm = norm
+
+    def project(self, x):
+        return BALLS[self.norm](x, self.radius)
