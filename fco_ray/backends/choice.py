@@ -68,8 +68,29 @@ def compiled_pays(case: dict | None, group: int, rounds: int, work: int, eval_ev
     return saved_s >= PAYBACK * (JAX_START_S + case["compile_s"])
 
 
+#: the causes already noted in this process (each note printed once)
+_NOTED: set[str] = set()
+
+
 def jax_loads() -> bool:
-    """Whether JAX imports and offers its CPU (not installed, or a broken jaxlib: no)."""
+    """Whether JAX imports and offers its CPU (not installed, or a broken jaxlib: no).
+
+    What in the environment would stop JAX -- an `XLA_FLAGS` flag XLA does not know (it
+    aborts the process), `JAX_PLATFORMS` without cpu, a `jax/` folder that is not JAX -- is
+    found first without loading JAX here (`device.environment.jax_trouble`: a stale flag is
+    tried in a fresh subprocess, once per process and value); the run then takes the NumPy
+    engine with a one-line note on stderr, since the user never asked for JAX."""
+    import sys
+
+    from .device.environment import jax_trouble
+
+    trouble = jax_trouble("jax-cpu")
+    if trouble is not None:
+        if trouble != "JAX is not installed" and trouble not in _NOTED:  # a plain install: silent
+            _NOTED.add(trouble)
+            print(f"fco-ray: note: backend.device auto runs the NumPy engine (device cpu): "
+                  f"{trouble}", file=sys.stderr)
+        return False
     try:
         import jax
 

@@ -201,6 +201,7 @@ def prepare(configs: list[RunConfig], problem: Problem | None = None) -> Prepare
     (`backends.make_backend`: a ray backend's actors against the local cluster, a device),
     before any row or MLflow run; a sweep's driver checks its cluster's resources itself."""
     first = configs[0]
+    check_device_plan(configs)
     on = build(first) if problem is None else problem
     lams = [c.problem.lam for c in configs] if lam_fuses(first) else []
     seeds = [c.seed for c in configs]
@@ -216,7 +217,10 @@ def prepare_groups(configs: list[RunConfig], *, problem: Problem | None = None, 
     every configuration runs on instead of building its problem section."""
     out: list[Prepared] = []
     built: tuple[str, Problem] | None = None
-    for members in groups(configs, max_group, fuse):
+    planned = groups(configs, max_group, fuse)
+    for members in planned:  # what can be refused from the configs alone, before any build
+        check_device_plan([configs[i] for i in members])
+    for members in planned:
         chosen = [configs[i] for i in members]
         on = problem
         if on is None:
@@ -226,6 +230,45 @@ def prepare_groups(configs: list[RunConfig], *, problem: Problem | None = None, 
             on = built_for(built[1], chosen[0])
         out.append(prepare(chosen, on))
     return out
+
+
+def check_device_plan(configs: list[RunConfig]) -> None:
+    """For a group asking a JAX device (`backend.device` jax-cpu or cuda), refuse from the
+    configs alone -- before the problem is built and JAX loads -- what cannot run: an
+    environment that stops JAX (`device.environment.jax_trouble`), and on jax-cpu a group
+    whose device memory, estimated from the config (the data's estimate, and per member and
+    client the live copies of a local step over at least `problem.dim` model floats:
+    `device.memory.estimate_bytes`), exceeds the memory available. Before, 1,024 members at
+    dim 100,000 were refused by the backend after 32 s of building the problem and loading
+    JAX. The backend checks again with the built problem's shapes."""
+    first = configs[0]
+    device = getattr(first.backend, "device", None)
+    if device not in ("jax-cpu", "cuda"):
+        return
+    from ..backends.device.environment import _jax, jax_trouble
+    from ..backends.device.memory import estimate_bytes
+    from ..runtime.limits import available_bytes, human
+
+    if jax_trouble(device) is not None:
+        _jax(device)  # the ConfigError naming backend.device, the device and the cause
+    if device != "jax-cpu" or first.problem.name == "custom":
+        return  # a GPU's free memory is known only from JAX; a custom problem's shapes only built
+    params = first.problem
+    dim = getattr(params, "dim", None)
+    clients = getattr(first.algorithm, "clients_per_round", None) or getattr(params, "clients", None)
+    if not isinstance(dim, int) or not isinstance(clients, int):
+        return
+    data = max((params.estimated_bytes() or {"": 0}).values())
+    parts = estimate_bytes(data, dim, dim, len(configs), clients)
+    total, free = sum(parts.values()), available_bytes()
+    if total > free:
+        part, size = max(parts.items(), key=lambda item: item[1])
+        raise ConfigError(
+            f"backend.device 'jax-cpu': a group of {len(configs)} configurations of "
+            f"{first.algorithm.name!r} on {params.name!r} (problem.dim={dim}, {clients} clients "
+            f"per round) needs at least {human(total)} of memory, more than the {human(free)} "
+            f"available; the largest part is {part}: {human(size)}. Run smaller groups "
+            "(run_grid max_group, tune.fuse_max) or fewer clients per round")
 
 
 def rows_callback(on_eval: Callable[[dict], None] | None) -> OnRound | None:

@@ -216,3 +216,77 @@ def test_run_grid_max_group_is_checked_as_fuse_max(value, why):
     with pytest.raises(ConfigError) as sweep:
         load_sweep(ROOT / "sweeps" / "quickstart.yaml", [f"tune.fuse_max={value}"])
     assert str(api.value).split("): ", 1)[1] in str(sweep.value)
+
+
+# --- 4. the default engine and the JAX environment ----------------------------------------------
+
+def test_auto_survives_xla_flags_that_abort_jax(monkeypatch, capsys):
+    """Before: `XLA_FLAGS=--xla_bogus_flag=1 fco-ray run` of an E5 l1 size (where `auto`
+    picks compiled rounds) died in XLA's fatal "Unknown flag" line. The probe runs in a
+    fresh process, once per process and flags; the run takes the NumPy engine with a note."""
+    from fco_ray.backends import choice
+    from fco_ray.backends.device import environment
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_bogus_flag=1")
+    monkeypatch.setattr(environment, "_PROBED", {})
+    monkeypatch.setattr(choice, "_NOTED", set())
+    monkeypatch.setattr(environment, "_jax_running", lambda: False)  # as in a fresh CLI process
+    e5_l1 = {"group": 1, "rounds": 400, "eval_every": 4, "work": 900_000}  # the speeds' E5 l1 case
+    assert choice.chosen_device("bilinear_l1", "feddualex", **e5_l1) == "cpu"
+    assert choice.chosen_device("bilinear_l1", "feddualex", **e5_l1) == "cpu"  # cached: one probe
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "note: backend.device auto runs the NumPy engine" in err
+    assert "Unknown flag in XLA_FLAGS: --xla_bogus_flag=1" in err
+    assert list(environment._PROBED) == ["--xla_bogus_flag=1"]
+
+
+RUN_JAX_CPU = ("problem: {name: lasso, clients: 4, samples_per_client: 8, dim: 6, support: 2}\n"
+               "algorithm: {name: fedavg, clients_per_round: 2}\nrounds: 2\n"
+               "backend: {name: local, device: DEVICE}\n")
+
+
+@pytest.mark.parametrize("device, env, says", [
+    ("jax-cpu", {"JAX_PLATFORMS": "bogus"}, "JAX_PLATFORMS='bogus' leaves JAX no CPU platform"),
+    ("jax-cpu", {"JAX_PLATFORMS": "cuda"}, "JAX_PLATFORMS='cuda' leaves JAX no CPU platform"),
+    ("jax-cpu", {"PYTHONPATH": "EMPTY"}, "a folder that is not JAX"),
+    ("cuda", {"JAX_PLATFORMS": "cpu"}, "JAX_PLATFORMS='cpu' leaves JAX no GPU platform"),
+])
+def test_a_jax_environment_that_stops_the_device_is_named(tmp_path, device, env, says):
+    """Before: JAX_PLATFORMS=bogus with jax-cpu said "'cuda' asked for ... install the GPU
+    extra"; JAX_PLATFORMS=cuda gave `AssertionError: ` with no text; an empty `jax/` on
+    PYTHONPATH "module 'jax' has no attribute 'config'"."""
+    import subprocess
+
+    (tmp_path / "run.yaml").write_text(RUN_JAX_CPU.replace("DEVICE", device))
+    environ = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/m.db", **env}
+    if env.get("PYTHONPATH") == "EMPTY":
+        (tmp_path / "shadow" / "jax").mkdir(parents=True)  # shadows the installed JAX:
+        (tmp_path / "shadow" / "jax" / "__init__.py").write_text("")  # (where none is, so does the bare folder)
+        environ["PYTHONPATH"] = str(tmp_path / "shadow")
+    done = subprocess.run([sys.executable, "-m", "fco_ray", "run", "run.yaml"], cwd=tmp_path,
+                          env=environ, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("fco-ray: error: ") and f"backend.device: {device!r} asked for, but " in line, line
+    assert says in line and "install the GPU extra" not in line
+
+
+# --- 5. a group too big for memory: refused from the estimate, before building -------------------
+
+def test_a_group_too_big_for_memory_is_refused_before_the_problem_is_built(monkeypatch):
+    """Before: 1,024 members at dim 100,000 on jax-cpu were refused after 32 s of building the
+    problem and loading JAX."""
+    import fco_ray
+    from fco_ray.core import plan
+
+    def no_build(cfg):
+        raise AssertionError("the problem was built before the group was refused")
+
+    monkeypatch.setattr(plan, "build", no_build)
+    config = {"problem": {"name": "lasso", "dim": 100_000}, "algorithm": {"name": "fedavg"},
+              "rounds": 2, "backend": {"name": "local", "device": "jax-cpu"}}
+    grid = {"algorithm.client_lr": [10.0 ** -k for k in range(1, 33)],
+            "algorithm.server_lr": [float(k) for k in range(1, 33)]}
+    with pytest.raises(ConfigError, match=r"backend.device 'jax-cpu': a group of 1024 configurations "
+                       r".*problem.dim=100000.*more than the .* available"):
+        fco_ray.run_grid(config, grid, max_group=1024)

@@ -18,52 +18,16 @@ module: device memory (`memory`), the member layout (`layout`), the clients' dra
 """
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 
 from ...runtime.errors import ConfigError
 from . import DEVICES
+from .environment import INSTALL, ONE_THREAD, _jax, jax_device  # noqa: F401 (re-exported)
 from .floats import round_floats
 from .layout import from_members, member_hyper, pad, pad_tree, padded_size, to_members
 from .memory import check_memory, estimate_bytes, free_bytes  # noqa: F401 (re-exported)
 from .rows import metric_names, table_rows
 from .sampling import draw_clients
-
-INSTALL = "install the GPU extra: pip install -e '.[gpu]'"
-
-
-#: XLA's CPU thread pool of one thread (its default takes every core)
-ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-
-
-def _jax():
-    if os.environ.get("OMP_NUM_THREADS") == "1" and "XLA_FLAGS" not in os.environ and "jax" not in sys.modules:
-        # a process held to one thread (Ray sets OMP_NUM_THREADS=1 in a task or trial of one
-        # CPU): XLA's CPU pool follows, so that trials side by side do not oversubscribe the
-        # cores (read when JAX first loads in the process)
-        os.environ["XLA_FLAGS"] = ONE_THREAD
-    try:
-        import jax
-    except ImportError as e:
-        raise ConfigError(f"backend.device needs JAX ({e}); {INSTALL}, or use backend.device: cpu") from None
-    jax.config.update("jax_enable_x64", True)  # the rules compute in float64
-    return jax
-
-
-def jax_device(device: str):
-    """The JAX device of `backend.device` ('cuda': the first GPU; 'jax-cpu': the CPU)."""
-    if device not in DEVICES:
-        raise ConfigError(f"backend.device: must be one of {list(DEVICES)} for the device "
-                          f"path, got {device!r}")
-    jax = _jax()
-    platform = "gpu" if device == "cuda" else "cpu"
-    try:
-        return jax.devices(platform)[0]
-    except RuntimeError as e:
-        raise ConfigError(f"backend.device: 'cuda' asked for, but JAX finds no GPU ({e}); "
-                          f"{INSTALL} on a machine with an NVIDIA GPU, or use backend.device: cpu") from None
 
 
 class DeviceBackend:
