@@ -124,9 +124,15 @@ FCO = "Yuan, Zaheer, Reddi (ICML 2021)"
 FEDUALEX = "Bai, Bullins (ICLR 2024)"
 LOCAL = {"algorithm.local_steps": 10, "algorithm.batch_size": 10, "algorithm.clients_per_round": 10}
 E1_ALGS = ("fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp")
+# Each claim quotes the paper where it has the words (figure named), then says how it is
+# checked on a sweep's best rows.
 E1_CLAIMS = (
-    leads("feddualavg", tuple(a for a in E1_ALGS if a != "feddualavg"), "f1", "max",
-          "FedDualAvg attains the best F1"),
+    # Fig. 3: FedDualAvg "identifies most of the sparsity pattern" (and is the fastest); the
+    # paper calls FedDualAvg-OSP "very competitive", so it is not a rival in the check
+    leads("feddualavg", ("fedmid", "fedmid_osp"), "f1", "max",
+          'FedDualAvg "identifies most of the sparsity pattern" (Fig. 3; checked as: its F1 is '
+          'at least FedMiD\'s and FedMiD-OSP\'s; FedDualAvg-OSP, "very competitive" there, is not '
+          'compared)'),
     leads("fedmid", tuple(a for a in E1_ALGS if a != "fedmid"), "density", "max",
           "FedMiD gives the densest solution (the curse of primal averaging)"),
 )
@@ -134,7 +140,11 @@ E1 = {"problem.name": "lasso", "problem.dim": 1024, "problem.lam": 0.1, "rounds"
 
 
 def _e1(support: int, clients: int, samples: int, where: str) -> Experiment:
-    return Experiment("E1", f"{where} of {FCO}, federated LASSO", "sweeps/e1_lasso.yaml"
+    """E1 at one setting; `where`: Fig. 3 (the paper), or a variant of its problem that the
+    authors' slides show (not a figure of the paper)."""
+    figure = (f"{where} of {FCO}, federated LASSO" if where.startswith("Fig.")
+              else f"{where} of the E1 federated LASSO (from the slides of {FCO}, not a figure of the paper)")
+    return Experiment("E1", figure, "sweeps/e1_lasso.yaml"
                       if (support, clients) == (512, 64) else "sweeps/e1_variants.yaml",
                       {**E1, "problem.support": support, "problem.clients": clients,
                        "problem.samples_per_client": samples}, E1_CLAIMS)
@@ -152,15 +162,21 @@ E5_CLAIMS = (
 
 EXPERIMENTS: tuple[Experiment, ...] = (
     _e1(512, 64, 128, "Fig. 3"),
-    _e1(64, 64, 128, "the support-64 variant of Fig. 3"),
-    _e1(8, 64, 128, "the support-8 variant of Fig. 3"),
-    _e1(512, 256, 32, "the 256 x 32 variant of Fig. 3"),
+    _e1(64, 64, 128, "the support-64 variant"),
+    _e1(8, 64, 128, "the support-8 variant"),
+    _e1(512, 256, 32, "the 256 x 32 variant"),
     Experiment("E2", f"Fig. 4 of {FCO}, low-rank matrix estimation", "sweeps/e2_lowrank.yaml",
                {"problem.name": "lowrank", "problem.dim": 32, "problem.rank": 16, "problem.clients": 64,
                 "problem.samples_per_client": 128, "rounds": 1500, **LOCAL},
-               (equals("feddualavg", "rank", 16, "FedDualAvg reaches the exact rank 16"),
-                bound("fedmid", "rank", "above", 16, "FedMiD stays above rank 16"),
-                bound("fedmid_osp", "rank", "above", 16, "FedMiD-OSP stays above rank 16"))),
+               # Fig. 4: FedMiD and FedMiD-OSP "converge slower in loss and rank"; checked on
+               # the rank at the sweep's end (the loss: results/e2.md)
+               (equals("feddualavg", "rank", 16, "FedDualAvg reaches the true rank 16 (Fig. 4)"),
+                bound("fedmid", "rank", "above", 16,
+                      'FedMiD and FedMiD-OSP "converge slower in loss and rank" (Fig. 4; checked '
+                      'as: FedMiD\'s final rank above the true 16)'),
+                bound("fedmid_osp", "rank", "above", 16,
+                      'FedMiD and FedMiD-OSP "converge slower in loss and rank" (Fig. 4; checked '
+                      'as: FedMiD-OSP\'s final rank above the true 16)'))),
     Experiment("E5", f"Fig. 4 of {FEDUALEX}, composite bilinear saddle point (l1, K = 10)",
                "sweeps/e5_l1_k10.yaml", {**E5_L1, "algorithm.local_steps": 10, "rounds": 400}, E5_CLAIMS),
     Experiment("E5", f"Fig. 4 of {FEDUALEX}, composite bilinear saddle point (l1, K = 1)",
