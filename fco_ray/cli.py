@@ -89,13 +89,15 @@ def cmd_run(args) -> int:
     return EXIT_OK
 
 
-def _next_steps(uri: str, page: str, commands: list[str] = ()) -> None:
-    """Where to look next: the MLflow UI (the command that serves this store, when it is not a
-    server already) and `page` in it, then `commands`."""
+def _next_steps(uri: str, page: str, commands: list[str] = (), ui: str | None = None) -> None:
+    """Where to look next: the MLflow UI (when the store is not a server already: `ui`, the
+    command that starts one on this store, waits until it answers and prints the link; by
+    default `mlflow ui` on the store) and `page` in it, then `commands`."""
     print("next:")
     if not uri.startswith(("http://", "https://")):
-        print(f"  {_command('mlflow')} ui --backend-store-uri {uri} --host 127.0.0.1")
-    print(f"  open {page}")
+        print(f"  {ui or _command('mlflow') + f' ui --backend-store-uri {uri} --host 127.0.0.1'}")
+    waits = ui and not uri.startswith(("http://", "https://"))
+    print(f"  open {page}" + ("   (the command above prints it again once the UI answers)" if waits else ""))
     for command in commands:
         print(f"  {command}")
 
@@ -145,10 +147,12 @@ def cmd_sweep(args) -> int:
     from .tracking.store import default_uri
 
     store = "" if outcome.tracking_uri == default_uri() else f" --tracking-uri {outcome.tracking_uri}"
+    experiment = (raw.get("tracking") or {}).get("experiment") or name
     _next_steps(outcome.tracking_uri,
                 trials_url(ui_base(outcome.tracking_uri), outcome.experiment_id, outcome.parent_run_id,
                            metric, mode),
-                [f"{fco} runs {name} --best{store}", f"{fco} report {name}{store}"])
+                [f"{fco} runs {name} --best{store}", f"{fco} report {name}{store}"],
+                ui=f"{fco} ui {name}{store}" + ("" if experiment == name else f" --experiment {experiment}"))
     if not outcome.ok:
         print(f"fco-ray: error: {outcome.errors} trial(s) failed (details in {outcome.path}); "
               "rerun them with --resume", file=sys.stderr)
@@ -314,10 +318,111 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
+# --- fco-ray ui --------------------------------------------------------------------------
+
+def add_ui(sub) -> None:
+    p = sub.add_parser("ui", help="start the MLflow UI on a store, wait until it answers, print the link",
+                       description="Start `mlflow ui` on the tracking store (on 127.0.0.1), wait until "
+                                   "it answers (half a minute or more on a busy machine), then print "
+                                   "the link: the sweep's trials in the ranking's order when a sweep "
+                                   "is named, else the UI. Runs until Ctrl-C.")
+    p.add_argument("sweep", nargs="?", default=None, help="sweep name or sweep file (optional)")
+    p.add_argument("--tracking-uri", default=None,
+                   help="MLflow tracking URI (default: the sweep file's, MLFLOW_TRACKING_URI, "
+                        "or sqlite:///./mlflow.db)")
+    p.add_argument("--experiment", default=None, help="MLflow experiment (default: the sweep's)")
+    p.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (default 5000)")
+    p.add_argument("--wait", type=float, default=300.0, metavar="SECONDS",
+                   help="give up when the UI has not answered after this long (default 300)")
+    p.set_defaults(func=cmd_ui)
+
+
+def wait_until_answers(url: str, alive, timeout: float, every: float = 1.0, clock=None, sleep=None) -> float | None:
+    """Seconds until `url` answered an HTTP request, or None when `alive()` turned false (the
+    server exited) or `timeout` seconds passed first."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    clock, sleep = clock or time.monotonic, sleep or time.sleep
+    start = clock()
+    while clock() - start < timeout:
+        if not alive():
+            return None
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return clock() - start
+        except urllib.error.HTTPError:
+            return clock() - start  # it answered (an error page is an answer)
+        except (OSError, ValueError):
+            sleep(every)
+    return None
+
+
+def cmd_ui(args) -> int:
+    import subprocess
+
+    sweep, uri, experiment = args.sweep, args.tracking_uri, args.experiment
+    if sweep is not None and _is_sweep_file(sweep):
+        from .sweep import read_sweep_file
+
+        spec = read_sweep_file(sweep)
+        sweep, uri = spec.name, uri or spec.tracking.uri
+        experiment = experiment or spec.tracking.experiment
+    if sweep is not None:
+        check_sweep_key(sweep, "ui")
+        experiment = experiment or sweep
+        try:
+            check_plain_name(experiment, "--experiment: experiment name")
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port: expected a port number 1-65535, got {args.port}")
+    uri = _existing_store(uri)
+    base = f"http://127.0.0.1:{args.port}"
+    link = base
+    if sweep is not None:
+        from .tracking.links import trials_url
+        from .tracking.queries import find_parent
+        from .tracking.store import Store
+
+        store = Store(uri)
+        exp_id = store.experiment_id(experiment, create=False)
+        parent = find_parent(store, exp_id, sweep) if exp_id is not None else None
+        if parent is None:
+            raise ConfigError(f"no sweep {sweep!r} in MLflow experiment {short_repr(experiment)} at {store.uri}")
+        link = trials_url(base, exp_id, parent.info.run_id, parent.data.tags.get("fco.metric"),
+                          parent.data.tags.get("fco.mode", "min"))
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
+               "--host", "127.0.0.1", "--port", str(args.port)]
+    print(f"starting the MLflow UI on {uri} at {base} (half a minute or more on a busy machine) ...",
+          flush=True)
+    server = subprocess.Popen(command)
+    try:
+        took = wait_until_answers(base, lambda: server.poll() is None, args.wait)
+        if took is None:
+            why = (f"it exited with code {server.returncode} (is port {args.port} taken? try --port)"
+                   if server.poll() is not None else f"it did not answer within {args.wait:g} s")
+            print(f"fco-ray: error: the MLflow UI did not start: {why}", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"the MLflow UI answers (after {took:.0f} s); open:\n  {link}\n(Ctrl-C stops it)", flush=True)
+        server.wait()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        if server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+
+
 # --- entry point -------------------------------------------------------------------------
 
 #: one `add_<command>(subparsers)` per subcommand; `fco-ray report` registers here too
-SUBCOMMANDS = [add_run, add_sweep, add_runs, add_report]
+SUBCOMMANDS = [add_run, add_sweep, add_runs, add_report, add_ui]
 
 
 def build_parser() -> argparse.ArgumentParser:
