@@ -17,7 +17,8 @@ LOCAL = {
     "auto_engine.py": [],  # device auto beside device cpu on lone runs
     "blas_floor.py": [],
     "compiled_rounds.py": [],
-    "config_errors.py": [],  # bad run and sweep files refused, beside `python -c pass`  # the device backend on JAX's CPU platform beside numba
+    "config_errors.py": [],
+    "device_metrics.py": [],  # evaluating every round vs every 10 on the device backend (jax-cpu)  # bad run and sweep files refused, beside `python -c pass`  # the device backend on JAX's CPU platform beside numba
     "e7_calibration.py": [],
     "e7_fig2.py": [],
     "e7_fused.py": [],
