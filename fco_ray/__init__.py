@@ -2,6 +2,9 @@
 from importlib import import_module
 
 from .runtime.errors import ConfigError
+from .runtime.xla import screen as _screen_xla_flags
+
+_screen_xla_flags()  # before any module loads JAX: XLA_FLAGS that abort it are removed (runtime/xla.py)
 
 __all__ = ["ALGORITHMS", "PROBLEMS", "Algorithm", "ClientData", "ConfigError", "Problem",
            "ProblemParams", "RuleAlgorithm", "register_algorithm", "register_problem", "regularizers",

@@ -228,7 +228,10 @@ def test_auto_survives_xla_flags_that_abort_jax(monkeypatch, capsys):
     from fco_ray.backends.device import environment
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_bogus_flag=1")
-    monkeypatch.setattr(environment, "_PROBED", {})
+    from fco_ray.runtime import xla
+
+    monkeypatch.setattr(xla, "_PROBED", {})
+    monkeypatch.setattr(xla, "DROPPED", None)
     monkeypatch.setattr(choice, "_NOTED", set())
     monkeypatch.setattr(environment, "_jax_running", lambda: False)  # as in a fresh CLI process
     e5_l1 = {"group": 1, "rounds": 400, "eval_every": 4, "work": 900_000}  # the speeds' E5 l1 case
@@ -237,7 +240,7 @@ def test_auto_survives_xla_flags_that_abort_jax(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "note: backend.device auto runs the NumPy engine" in err
     assert "Unknown flag in XLA_FLAGS: --xla_bogus_flag=1" in err
-    assert list(environment._PROBED) == ["--xla_bogus_flag=1"]
+    assert list(xla._PROBED) == ["--xla_bogus_flag=1"]
 
 
 RUN_JAX_CPU = ("problem: {name: lasso, clients: 4, samples_per_client: 8, dim: 6, support: 2}\n"
@@ -290,3 +293,19 @@ def test_a_group_too_big_for_memory_is_refused_before_the_problem_is_built(monke
     with pytest.raises(ConfigError, match=r"backend.device 'jax-cpu': a group of 1024 configurations "
                        r".*problem.dim=100000.*more than the .* available"):
         fco_ray.run_grid(config, grid, max_group=1024)
+
+
+def test_a_process_with_xla_flags_that_abort_jax_survives_loading_fco_ray():
+    """fco_ray's rule modules start JAX on import: before, `XLA_FLAGS=--xla_bogus_flag=1
+    fco-ray run` died there (rc 1, XLA's fatal line). Now the flags are screened at `import
+    fco_ray` (a subprocess tries them), removed, and `auto` says why it runs the NumPy engine."""
+    import subprocess
+
+    code = ("import fco_ray.problems, jax; jax.devices('cpu'); "
+            "from fco_ray.backends.choice import jax_loads; print(jax_loads())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "XLA_FLAGS": "--xla_bogus_flag=1"}, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
+    assert "note: backend.device auto runs the NumPy engine" in done.stderr
+    assert "Unknown flag in XLA_FLAGS: --xla_bogus_flag=1" in done.stderr

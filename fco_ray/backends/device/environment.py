@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
-import subprocess
 import sys
 
 from ...runtime.errors import ConfigError, short_repr
@@ -28,16 +26,8 @@ from . import DEVICES
 
 INSTALL = "install the GPU extra: pip install -e '.[gpu]'"
 
-#: XLA's CPU thread pool of one thread (its default takes every core)
-ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-
-#: XLA_FLAGS values known good (fco-ray's own), never probed
-_SAFE_FLAGS = {"", ONE_THREAD}
-#: XLA_FLAGS value -> what the probe found (None: JAX started), per process
-_PROBED: dict[str, str | None] = {}
-_PROBE = "import jax; jax.devices('cpu')"
-PROBE_TIMEOUT_S = 120
-
+from ...runtime import xla
+from ...runtime.xla import _SAFE_FLAGS, ONE_THREAD, _xla_flags_trouble  # noqa: F401 (re-exported)
 
 def _platforms(device: str) -> set[str]:
     return {"cuda", "gpu"} if device == "cuda" else {"cpu"}
@@ -47,29 +37,6 @@ def _jax_running() -> bool:
     """Whether JAX has started a backend in this process (its flags were then accepted)."""
     bridge = sys.modules.get("jax._src.xla_bridge")
     return bool(getattr(bridge, "_backends", None))
-
-
-def _xla_flags_trouble(flags: str) -> str | None:
-    """Start JAX in a fresh process with `flags` (once per process and value): XLA aborts on
-    an unknown flag, and must abort the probe, not this process."""
-    if flags not in _PROBED:
-        env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
-        try:
-            done = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
-                                  text=True, timeout=PROBE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            _PROBED[flags] = f"JAX did not start within {PROBE_TIMEOUT_S} s with XLA_FLAGS={short_repr(flags)}"
-        else:
-            if done.returncode == 0:
-                _PROBED[flags] = None
-            else:
-                lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-                said = next((line for line in lines if "XLA_FLAGS" in line or "flag" in line.lower()),
-                            lines[-1] if lines else f"exit code {done.returncode}")
-                said = re.sub(r"^[FEWI]\d{4} [\d:.]+\s+\d+ \S+\] ", "", said)  # glog's prefix
-                _PROBED[flags] = (f"XLA_FLAGS={short_repr(flags)} stops JAX (a process starting "
-                                  f"it exits {done.returncode}: {said[:200]})")
-    return _PROBED[flags]
 
 
 def jax_trouble(device: str = "jax-cpu") -> str | None:
@@ -95,6 +62,8 @@ def jax_trouble(device: str = "jax-cpu") -> str | None:
             return (f"JAX_PLATFORMS={short_repr(platforms)} leaves JAX no "
                     f"{'GPU' if device == 'cuda' else 'CPU'} platform (unset it, or include "
                     f"{'cuda' if device == 'cuda' else 'cpu'})")
+    if xla.DROPPED is not None:  # removed by xla.screen() at `import fco_ray`
+        return xla.DROPPED[1]
     flags = os.environ.get("XLA_FLAGS", "").strip()
     if flags not in _SAFE_FLAGS and not _jax_running():
         return _xla_flags_trouble(flags)
