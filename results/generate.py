@@ -1487,14 +1487,16 @@ def quickstart_output() -> str:
     _, run = quickstart()
     cold = " from a cold start" if "numba_cache" in run else ""  # numba compiling its kernels
     took = para(f"It took {round(run['wall_seconds'])} s on {run['cpus']} cores{cold} "
-                "(`results/quickstart_run.json`) and ended (abridged):")
+                "(`results/quickstart_run.json`) and ended as below (abridged; the `[k/32]` lines come in "
+                "the order the configurations end, which differs from run to run; without "
+                "`source .venv/bin/activate` the printed commands start with `.venv/bin/`):")
     lines = (RESULTS / "quickstart_output.txt").read_text().splitlines()
     keep = [l for l in lines if l.startswith("sweep quickstart:")]
     runs = [l for l in lines if re.match(r"\[\d+/\d+\] ", l)]
     start = next(i for i, l in enumerate(lines) if l.startswith("verdict:"))
     end = next(i for i, l in enumerate(lines) if l.startswith("MLflow parent run"))
     links = [l for l in lines[end:] if l.startswith(("next:", "  mlflow ui", "  open "))]
-    shown = keep + runs[:1] + ["..."] + runs[-1:] + lines[start:end] + links
+    shown = keep + runs[:1] + ["..."] + lines[start:end] + links
     return took + "\n```text\n" + "\n".join(abridge(line) for line in shown) + "\n```\n"
 
 
