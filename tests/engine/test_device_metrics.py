@@ -38,14 +38,13 @@ CASES = [("lasso", "feddualavg", {}, [0.02, 0.005, 0.001]),
 
 
 def configs(problem: str, algorithm: str, hp: dict, rates, seeds=(3,), lams=None):
-    saddle = problem.startswith("bilinear") or problem == "adversarial"
     alg = {"name": algorithm, "local_steps": 3, "clients_per_round": 4,
            **({} if problem.startswith("bilinear") else {"batch_size": 4}), **hp}
     out = []
     for seed in seeds:
         for lam in (lams or [None]):
             prob = PROBLEMS[problem] if lam is None else {**PROBLEMS[problem], "lam": lam}
-            out += [parse_run({"problem": prob, "algorithm": {**alg, "client_lr": lr if saddle else lr},
+            out += [parse_run({"problem": prob, "algorithm": {**alg, "client_lr": lr},
                                "rounds": 4, "eval_every": 2, "seed": seed,
                                "backend": {"name": "local", "device": "jax-cpu"}}) for lr in rates]
     return out
@@ -101,15 +100,18 @@ def test_the_engine_takes_its_rows_from_the_device(monkeypatch):
     from fco_ray.core import group as group_module
 
     cfgs = configs("bilinear_l1", "feddualex", {}, [0.3, 0.03])
+    prepared = prepare(cfgs)
+    cls = type(prepared.group())
+    assert issubclass(cls, group_module.Group)
     calls = []
-    host = group_module.Stacked.evaluate
+    host = cls.evaluate
 
     def counted(self, problem, state):
         calls.append(1)
         return host(self, problem, state)
 
-    monkeypatch.setattr(group_module.Stacked, "evaluate", counted)
-    results = prepare(cfgs).run()
+    monkeypatch.setattr(cls, "evaluate", counted)
+    results = prepared.run()
     assert [r.status for r in results] == ["finished", "finished"]
     assert [row["round"] for row in results[0].records] == [0, 2, 4]
     assert len(calls) == 1  # round 0 only (before any compiled call): rounds 2 and 4 came from the device
