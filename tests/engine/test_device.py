@@ -37,7 +37,13 @@ PROBLEMS = {
     "adversarial": {"name": "adversarial", "clients": 6, "lam": 0.003},
     "lowrank": {"name": "lowrank", "clients": 6, "samples_per_client": [9, 12, 7, 12, 10, 11], "dim": 4,
                 "rank": 2, "val_clients": 2},
+    # E3 / E4 (digits, 4 clients; tests/engine/test_rules_e3_e4.py checks their rules further)
+    "sparse_logreg": {"name": "sparse_logreg", "clients": 4, "lam": 0.01},
+    "constrained_logreg": {"name": "constrained_logreg", "clients": 4, "radius": 1.0},
+    "mlp": {"name": "mlp", "clients": 4, "hidden": [4], "radius": 2.0},
 }
+#: problems whose psi has no weight lam (a constraint alone)
+NO_LAM = {"constrained_logreg", "mlp"}
 
 
 def config(algorithm: str, problem: str, device: str, **hp) -> dict:
@@ -113,10 +119,10 @@ def test_fused_group_on_the_device_equals_the_cpu_engine(algorithm, problem):
     saddle = problem.startswith("bilinear") or problem == "adversarial"
     grid = {"algorithm.client_lr": [0.3, 0.1, 0.03] if saddle else [0.05, 0.02, 0.005],
             "algorithm.server_lr": [1.0, 0.5]}
-    if algorithm != "local":  # local's server_lr is fixed at 1
-        grid["problem.lam"] = [0.1, 0.05]
-    else:
+    if algorithm == "local":  # local's server_lr is fixed at 1
         del grid["algorithm.server_lr"]
+    elif problem not in NO_LAM:
+        grid["problem.lam"] = [0.1, 0.05]
     reference = fco_ray.run_grid(config(algorithm, problem, "cpu"), grid)
     device = fco_ray.run_grid(config(algorithm, problem, "jax-cpu"), grid)
     assert_same_history(device, reference)
@@ -144,8 +150,8 @@ def test_cuda_equals_the_cpu_engine(algorithm, problem):
 
 # ---- errors: one line, exit code 2 ------------------------------------------------------
 def test_unsupported_pair_is_a_config_error_listing_the_pairs():
-    with pytest.raises(ConfigError, match="no device program for algorithm 'fedavg' on problem 'sparse_logreg'.*bilinear_l1: .*feddualex"):
-        fco_ray.run({"problem": {"name": "sparse_logreg"}, "algorithm": {"name": "fedavg"},
+    with pytest.raises(ConfigError, match="no device program for algorithm 'fedavg' on problem 'sparse_text_logreg'.*bilinear_l1: .*feddualex"):
+        fco_ray.run({"problem": {"name": "sparse_text_logreg"}, "algorithm": {"name": "fedavg"},
                      "backend": {"name": "local", "device": "jax-cpu"}})
     assert unsupported("feddualex", "bilinear_l1") is None
     assert unsupported("feddualavg", "adversarial") is None  # any pair whose classes have rules
