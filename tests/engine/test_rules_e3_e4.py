@@ -285,3 +285,36 @@ def test_run_on_jax_cpu_equals_the_cpu_engine(name, algorithm, hp):
     assert np.all(np.isfinite(loss)) and loss[-1] < loss[0]  # it trains
     if name == "constrained_logreg":  # the l1 ball binds: the projection zeroes weights
         assert reference["density"].to_numpy()[1:].max() < 1.0
+
+
+def numpy_fedmid(p, seed: int, rounds: int, lr: float, server_lr: float, steps: int, per_round: int,
+                 batch) -> list[float]:
+    """FedMiD written out on the NumPy problem (`Problem.grad` with the engine's keyed rows,
+    `psi.prox`): the objective after each round, round 0 first. Independent of the engine's
+    round loop and of every rule, so the runs above are anchored to the NumPy problem too."""
+    from fco_ray.core.group import INIT_TAG
+    from fco_ray.ops.random import generator, sample_clients
+
+    w = p.init_params(generator(seed, INIT_TAG))
+    losses = [p.objective(w)]
+    for rnd in range(rounds):
+        ids = sample_clients(seed, rnd, p.num_clients, per_round)
+        x = {b: np.broadcast_to(v, (len(ids),) + np.shape(v)).copy() for b, v in w.items()}
+        for k in range(steps):
+            g = p.grad(x, ids, Key(seed, rnd, ids, step=k, stream=BATCH), batch)
+            x = p.psi.prox({b: x[b] - lr * g[b] for b in x}, lr)
+        mean = {b: (x[b] - w[b]).sum(axis=0) / len(ids) for b in w}
+        w = p.psi.prox({b: w[b] + server_lr * mean[b] for b in w}, server_lr * lr * steps)
+        losses.append(p.objective(w))
+    return losses
+
+
+@pytest.mark.parametrize("name", ["sparse_logreg", "constrained_logreg", "mlp"])
+def test_fedmid_on_jax_cpu_equals_fedmid_written_out_in_numpy(name):
+    cfg = run_config("fedmid", name, "jax-cpu")
+    device = fco_ray.run(cfg)
+    p = build_problem(PROBLEMS[CONFIGS[name]["name"]].params.model_validate(CONFIGS[name]), cfg["seed"])
+    alg = cfg["algorithm"]
+    want = numpy_fedmid(p, cfg["seed"], cfg["rounds"], alg["client_lr"], alg["server_lr"],
+                        alg["local_steps"], alg["clients_per_round"], alg["batch_size"])
+    np.testing.assert_allclose(device["train_loss"].to_numpy(), want, rtol=1e-9, atol=0)
