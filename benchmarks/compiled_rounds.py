@@ -51,8 +51,6 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_
 import numpy as np  # noqa: E402
 from fco_ray.runtime.files import write_file  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's fco_ray
-
 E1 = ({"name": "lasso"}, {"name": "feddualavg", "local_steps": 10, "batch_size": 10, "clients_per_round": 10})
 E2 = ({"name": "lowrank"}, E1[1])
 SADDLE = {"name": "feddualex", "local_steps": 10, "batch_size": None, "clients_per_round": None}

@@ -31,8 +31,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's fco_ray
-
 import numpy as np  # noqa: E402
 
 FULL = {"problem": {"name": "bilinear_l1", "n": 150, "m": 300, "clients": 40, "data_seed": 0},

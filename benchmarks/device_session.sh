@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One lent GPU session, prepared: equality and timings (benchmarks/gpu.py) with the anchors'
 # stand-ins beside them, then the FeDualEx paper's E5 protocol in resumable chunks
-# (benchmarks/e5_protocol.py). Every part has a hard limit (`timeout`), so that `all` fits one
+# (results/e5_protocol.py). Every part has a hard limit (`timeout`), so that `all` fits one
 # device command (600 s) and a 15-minute device budget leaves time for a second call. Run from
 # the checkout:
 #
@@ -34,6 +34,9 @@ set -uo pipefail
 out=${1:?usage: device_session.sh OUT [gpu|l1|nuclear|all] [ANCHORS]}
 part=${2:-all}
 cd "$(dirname "$0")/.."
+# the checkout's fco_ray, results and benchmarks (installed editable here; not installed on a lent
+# machine, where the scripts run with the system python3)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 anchors=${3:-}
 if [[ -z $anchors ]]; then
   for d in build/anchors ../shared/anchors; do [[ -f $d/gpu_nuclear.py ]] && anchors=$d && break; done
@@ -68,9 +71,9 @@ if [[ $part == gpu || $part == all ]]; then
   limited gpu 180 bash -c "python3 benchmarks/gpu.py --out '$out/bench' --time-limit 150 | tail -40"
 fi
 if [[ $part == l1 || $part == all ]]; then
-  limited l1 120 bash -c "python3 benchmarks/e5_protocol.py --problem l1 --out '$out/e5' --ks 10,1 --time-limit 95 | tail -15"
+  limited l1 120 bash -c "python3 results/e5_protocol.py --problem l1 --out '$out/e5' --ks 10,1 --time-limit 95 | tail -15"
 fi
 if [[ $part == nuclear || $part == all ]]; then
-  limited nuclear 120 bash -c "python3 benchmarks/e5_protocol.py --problem nuclear --out '$out/e5' --ks 10,1 --time-limit 95 | tail -15"
+  limited nuclear 120 bash -c "python3 results/e5_protocol.py --problem nuclear --out '$out/e5' --ks 10,1 --time-limit 95 | tail -15"
 fi
 cat "$out/parts.txt"

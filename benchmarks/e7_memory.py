@@ -31,8 +31,6 @@ import numpy as np
 from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 MiB = 2**20
 
 

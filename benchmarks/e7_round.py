@@ -39,8 +39,6 @@ import numpy as np
 from numba import njit
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends import LocalBackend  # noqa: E402
 from fco_ray.core.config import parse_problem  # noqa: E402

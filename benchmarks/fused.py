@@ -33,8 +33,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 import numpy as np  # noqa: E402
 
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402

@@ -42,8 +42,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
 import numpy as np  # noqa: E402
 from fco_ray.runtime.files import write_file  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's fco_ray
-
 E5_L1 = {"name": "bilinear_l1", "data_seed": 0}
 E5_NUC = {"name": "bilinear_nuclear", "data_seed": 0}
 E1 = {"name": "lasso"}

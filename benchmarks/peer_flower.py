@@ -48,8 +48,6 @@ from statistics import median
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 import fco_ray  # noqa: E402  (public entry points only: run, PROBLEMS)
 from fco_ray.runtime.files import replacing, write_file
 

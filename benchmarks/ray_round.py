@@ -33,10 +33,7 @@ from statistics import median
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from peer_flower import task_config  # noqa: E402
+from benchmarks.peer_flower import task_config  # noqa: E402
 
 from fco_ray.api import resolve  # noqa: E402
 from fco_ray.backends import cluster, make_backend  # noqa: E402

@@ -72,7 +72,6 @@ def worker(workload: str, cycles: int, quick: bool) -> list[dict]:
     (local, 1 actor, 2 actors) from the same server state, so the three times of a cycle
     see the same background load. Actors reserve 0.5 CPU each so that all three fit on the
     2-CPU cluster; only the backend running a round uses the cores."""
-    sys.path.insert(0, str(ROOT))
     import numpy as np
 
     from fco_ray.api import resolve

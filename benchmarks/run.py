@@ -38,8 +38,6 @@ from statistics import median
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 from fco_ray import ALGORITHMS  # noqa: E402
 from fco_ray.api import resolve  # noqa: E402
 from fco_ray.backends import make_backend  # noqa: E402

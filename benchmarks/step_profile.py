@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,8 +21,6 @@ import numpy as np
 from numba import njit
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends import make_backend  # noqa: E402
 from fco_ray.core.engine import run_rounds  # noqa: E402

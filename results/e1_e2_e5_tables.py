@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from fco_ray.runtime.files import replacing, write_file
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 CL, SL = "algorithm.client_lr", "algorithm.server_lr"
 COLUMNS = {  # metrics shown per problem, in order

@@ -1,4 +1,4 @@
-"""The text of results/e7.md's uncalibrated sections, from the JSON lines `benchmarks/e7_fig2.py`
+"""The text of results/e7.md's uncalibrated sections, from the JSON lines `results/e7_fig2.py`
 wrote (results/e7_fig2_10k.jsonl, e7_fig2_10k_300.jsonl, e7_gd_3000.jsonl, e7_fig2_50rounds.jsonl)
 and the CPU records of benchmarks/results/ (e7_round.md, e7_fused.md).
 
@@ -9,18 +9,16 @@ and the verdicts ("reproduced", "still falling") are computed from the same numb
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
+
+from results.e7_fig2 import best_runs, table
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from e7_fig2 import best_runs, table  # noqa: E402
 
 
 class Record:
-    """One file of `benchmarks/e7_fig2.py`'s JSON lines: its problem header and its runs."""
+    """One file of `results/e7_fig2.py`'s JSON lines: its problem header and its runs."""
 
     def __init__(self, name: str):
         self.name = name

@@ -34,7 +34,6 @@ import pandas as pd
 from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 HERE = ROOT / "results"
 L2 = ["problem.constraint=l2_ball", "problem.radius=2"]

@@ -24,7 +24,7 @@ that matter for the algorithms:
 
 The defaults are calibrated to the four statistics the paper gives for its data (Sec. 4.1:
 majority class, per-author majority and optimum test errors, share of features on < 10% of
-nodes), `benchmarks/e7_calibration.py`; the settings before that calibration
+nodes), `results/e7_calibration.py`; the settings before that calibration
 (`topic_concentration` 0.1, `zipf_exponent` 1.0, `signal` 3, `author_bias` 1, `topic_signal`
 0, `positive_share` None) give the same data as before, draw for draw.
 

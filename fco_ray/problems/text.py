@@ -408,7 +408,7 @@ class SparseTextParams(ProblemParams):
     """E7 (Konecny et al. 2016, Fig. 2). Defaults: a generated stand-in for the paper's
     (non-public) data: 10,000 authors with 75..9,000 posts each (power law), d = 20,000
     words, `lam = 1/n`, label skew and word sparsity calibrated to the paper's data statistics
-    (`benchmarks/e7_calibration.py`). `dataset: libsvm` reads real data instead (see
+    (`results/e7_calibration.py`). `dataset: libsvm` reads real data instead (see
     fco_ray.data.libsvm)."""
 
     problem_class: ClassVar[type[Problem]] = SparseTextLogReg

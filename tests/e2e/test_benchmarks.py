@@ -19,8 +19,6 @@ LOCAL = {
     "compiled_rounds.py": [],
     "config_errors.py": [],
     "device_metrics.py": [],  # evaluating every round vs every 10 on the device backend (jax-cpu)  # bad run and sweep files refused, beside `python -c pass`  # the device backend on JAX's CPU platform beside numba
-    "e7_calibration.py": [],
-    "e7_fig2.py": [],
     "e7_fused.py": [],
     "e7_memory.py": [],
     "e7_round.py": [],
@@ -44,7 +42,10 @@ RAY = {
 NOT_A_SCRIPT = {"flower_task.py"}
 #: smoke runs that a test elsewhere makes, with more checks (on JAX's CPU platform)
 ELSEWHERE = {"gpu.py": "tests/engine/test_device.py::test_gpu_benchmark_quick_mode_runs",
+             # results/e5_protocol.py's old path, kept for the test that runs it there
              "e5_protocol.py": "tests/engine/test_device.py::test_e5_protocol_quick_mode_appends_and_resumes"}
+#: experiments that write the results pages' records, in results/ (their smoke runs here too)
+EXPERIMENTS = {"e7_calibration.py": [], "e7_fig2.py": []}
 
 
 def recorded() -> dict[str, int]:
@@ -53,18 +54,19 @@ def recorded() -> dict[str, int]:
             for p in d.rglob("*") if p.is_file()}
 
 
-def smoke(script: str, args: list[str], tmp_path: Path) -> None:
+def smoke(script: str, args: list[str], tmp_path: Path, folder: Path = BENCHMARKS) -> None:
     before = recorded()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick", *args], cwd=tmp_path,
+    done = subprocess.run([sys.executable, str(folder / script), "--quick", *args], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{script} --quick {args}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert recorded() == before, f"{script} --quick wrote into the recorded results"
 
 
 def test_every_benchmark_has_a_smoke_run():
-    scripts = {p.name for p in BENCHMARKS.glob("*.py")}
+    scripts = {p.name for p in BENCHMARKS.glob("*.py")} - {"__init__.py"}
     assert scripts == set(LOCAL) | set(RAY) | NOT_A_SCRIPT | set(ELSEWHERE)
+    assert all((ROOT / "results" / name).is_file() for name in EXPERIMENTS)
     for where in ELSEWHERE.values():
         path, name = where.split("::")
         assert f"def {name}(" in (ROOT / path).read_text(), where
@@ -81,3 +83,9 @@ def test_benchmark_quick(script, tmp_path):
 @pytest.mark.parametrize("script", sorted(RAY))
 def test_ray_benchmark_quick(script, tmp_path):
     smoke(script, RAY[script], tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(EXPERIMENTS))
+def test_experiment_quick(script, tmp_path):
+    smoke(script, EXPERIMENTS[script], tmp_path, ROOT / "results")

@@ -2,7 +2,7 @@
 results/conventions.py: the record holds the settings the script measures (the E1 sweep file's),
 a changed record changes the page's text, and the script's --quick smoke run still works."""
 import copy
-import importlib.util
+import importlib
 import json
 import subprocess
 import sys
@@ -11,14 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from results.pages import conventions
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"results_{name}", ROOT / "results" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"results.{name}")
 
 
 def flat(text: str) -> str:
@@ -52,27 +51,27 @@ def test_the_record_is_a_full_run_at_the_scripts_and_the_sweep_files_settings(re
     assert len(shift["rows"]) == expected * len(sweep["algorithms"]) * len(script.SERVER_RATES) * len(script.SEEDS)
 
 
-def test_a_changed_record_changes_the_paragraphs(generate, record):
+def test_a_changed_record_changes_the_paragraphs(record):
     """The text follows the record: one more diverged run at shift 0.25 moves the boundary, a
     seed of E1 support 8 short of F1 = 1 at lam 0.1 leaves no scanned lam that recovers."""
-    before = flat(generate.results_shift(record))
+    before = flat(conventions.results_shift(record))
     assert "finishes all 24 runs at `shift = 0.1` and `shift = 0.25`" in before
     changed = copy.deepcopy(record)
     row = next(r for r in changed["shift"]["rows"] if r["shift"] == 0.25 and r["algorithm"] == "fedmid")
     row.update(status="diverged", last_round=100)
-    after = flat(generate.results_shift(changed))
+    after = flat(conventions.results_shift(changed))
     assert "finishes all 24 runs at `shift = 0.1`;" in after
     assert "diverges in 1 of 24 at `shift = 0.25` (ended by round 120): FedMiD at server rate" in after
     assert "is the largest shift tried at which every run finished, a factor 2.5 below" in after
 
-    assert "E1 `lam = 0.1` (support F1 = 1 for supports 512, 64 and 8;" in flat(generate.results_conventions(record))
+    assert "E1 `lam = 0.1` (support F1 = 1 for supports 512, 64 and 8;" in flat(conventions.results_conventions(record))
     row = next(r for r in changed["lam_scan"]["e1"]["rows"] if r["lam"] == 0.1 and r["truth"] == 8)
     row["f1"] = 0.9
-    assert "E1: no scanned `lam` recovers the truth everywhere" in flat(generate.results_conventions(changed))
+    assert "E1: no scanned `lam` recovers the truth everywhere" in flat(conventions.results_conventions(changed))
 
 
 @pytest.mark.slow
-def test_the_quick_run_writes_a_record_the_page_is_written_from(generate, tmp_path):
+def test_the_quick_run_writes_a_record_the_page_is_written_from(tmp_path):
     results = {p: p.stat().st_mtime_ns for p in (ROOT / "results").iterdir()}
     done = subprocess.run([sys.executable, str(ROOT / "results" / "conventions.py"), "--quick", "--out",
                            str(tmp_path / "rec")], cwd=tmp_path, capture_output=True, text=True, timeout=600)
@@ -80,5 +79,5 @@ def test_the_quick_run_writes_a_record_the_page_is_written_from(generate, tmp_pa
     assert {p: p.stat().st_mtime_ns for p in (ROOT / "results").iterdir()} == results
     quick = json.loads((tmp_path / "rec" / "conventions.json").read_text())
     assert quick["quick"] is True and quick["shift"]["config"]["rounds"] < 100
-    assert "`python results/conventions.py --quick`" in flat(generate.results_conventions(quick))
-    assert "**Client heterogeneity" in generate.results_shift(quick)
+    assert "`python results/conventions.py --quick`" in flat(conventions.results_conventions(quick))
+    assert "**Client heterogeneity" in conventions.results_shift(quick)

@@ -1,4 +1,4 @@
-"""benchmarks/e7_calibration.py and e7_fig2.py --set: a bad key or value exits 2 with a
+"""results/e7_calibration.py and e7_fig2.py --set: a bad key or value exits 2 with a
 message naming it, before any data are generated; the page region is rewritten in place."""
 import json
 import subprocess
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def call(script, *args, cwd):
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=cwd,
+    return subprocess.run([sys.executable, str(ROOT / "results" / script), *args], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
 

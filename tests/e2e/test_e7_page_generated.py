@@ -41,7 +41,8 @@ def test_a_hand_edited_e7_number_is_written_back(generate):
 
 
 def test_a_changed_record_changes_the_e7_page(generate, tmp_path, monkeypatch):
-    e7_page = generate.e7_page()
+    from results import e7_page
+
     for name in ("e7_fig2_10k.jsonl", "e7_fig2_10k_300.jsonl", "e7_gd_3000.jsonl", "e7_fig2_50rounds.jsonl"):
         shutil.copy(ROOT / "results" / name, tmp_path / name)
     before = {n: generate.BLOCKS[n]() for n in ("e7.uncalibrated_10k_claims", "e7.uncalibrated_300",

@@ -8,6 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from results.pages import common, e1_variants, e5
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -39,10 +41,10 @@ def test_the_quoted_e1_counts_are_the_csvs(generate):
     """The counts the review found misquoted: F1 exactly 1 on every seed at 19 pairs (E1),
     19 / 19 / 17 at the variants; F1 >= 0.99 at 22 (E1) and 23 / 19 / 20."""
     e1 = pd.read_csv(ROOT / "results" / "e1_trials.csv")
-    grid = generate.Grid(e1)
+    grid = common.Grid(e1)
     assert int(grid.pairs("feddualavg")["exact"].sum()) == 19
     assert int(grid.pairs("feddualavg")["near"].sum()) == 22
-    exact = [int(generate.variant_grid(v).pairs("feddualavg")["exact"].sum()) for v in generate.SETTINGS]
+    exact = [int(e1_variants.variant_grid(v).pairs("feddualavg")["exact"].sum()) for v in e1_variants.SETTINGS]
     assert exact == [19, 19, 17]
     for page in ("results/e1.md", "docs/results.md"):
         text = (ROOT / page).read_text()
@@ -65,13 +67,13 @@ def test_every_table_of_the_e5_page_and_every_claim_row_is_generated(generate):
 def test_a_changed_e5_record_changes_the_page(generate, monkeypatch):
     """The E5 page reads its CSVs: a changed best gap in the record shows up in the region."""
     before = generate.BLOCKS["e5.rankings"]()
-    load = generate.rankings().load
+    load = e5.rankings().load
 
     def halved(files):
         t = load(files)
         t.loc[t["algorithm"] == "feddualex", "duality_gap"] /= 2
         return t
-    monkeypatch.setattr(generate.rankings(), "load", halved)
+    monkeypatch.setattr(e5.rankings(), "load", halved)
     after = generate.BLOCKS["e5.rankings"]()
     assert before != after
     assert "| feddualex | 0.03, 0.3 | 0.0538 |" in after  # 0.1076 / 2 at K = 10 on seed 0

@@ -3,7 +3,6 @@ their recorded CSVs and run notes: no number on them is edited by hand. A trial 
 script (two configurations' worth of rounds) writes records and a page that agree."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pandas as pd
@@ -13,10 +12,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("synthetic_fmri_results", REPO / "results" / "synthetic_fmri.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from results import synthetic_fmri
+
+    return synthetic_fmri
 
 
 @pytest.mark.parametrize("exp", ["e3", "e4"])

@@ -119,7 +119,7 @@ def test_generator_rejects_a_bad_positive_share():
         generate_text_nodes(seed=0, clients=3, dim=10, min_samples=2, max_samples=4, positive_share=1.0)
 
 
-# ---- the calibrated defaults (benchmarks/e7_calibration.py records them at 1,000 nodes) ----
+# ---- the calibrated defaults (results/e7_calibration.py records them at 1,000 nodes) ----
 def within_10_percent(stats, keys):
     from fco_ray.data.text_statistics import PAPER
     return {k: (round(stats[k], 4), PAPER[k]) for k in keys

@@ -1,8 +1,8 @@
 """E7's data against the paper's: the four statistics of Konecny et al. (2016), Sec. 4.1.
 
-    nice -n 10 .venv/bin/python benchmarks/e7_calibration.py [--clients 1000] [--seeds 0 1 2]
+    nice -n 10 .venv/bin/python results/e7_calibration.py [--clients 1000] [--seeds 0 1 2]
         [--set problem.KEY=VALUE ...] [--out results/e7_statistics]
-    .venv/bin/python benchmarks/e7_calibration.py --render-only [--page results/e7.md]
+    .venv/bin/python results/e7_calibration.py --render-only [--page results/e7.md]
         [--fig2 results/e7_fig2_calibrated.jsonl]
 
 Generates `sparse_text_logreg`'s data (the defaults unless `--set` changes a key; bad keys or
@@ -17,7 +17,7 @@ paper's and writes the record `<out>.json` (settings, command, values per seed) 
 `--render-only` computes nothing: it redraws `<out>.md` from `<out>.json` and, with `--page`,
 rewrites the page's region between `<!-- generated: e7_calibrated -->` and the next
 `<!-- /generated -->` (results/generate.py's markers; it writes the same region) from the record and from `--fig2` (the JSON lines of
-`benchmarks/e7_fig2.py` on the calibrated data).
+`results/e7_fig2.py` on the calibrated data).
 """
 from __future__ import annotations
 
@@ -33,8 +33,6 @@ import yaml
 from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 TOLERANCE = 0.10  # each statistic within 10% of the paper's value
 NAMES = {"majority_error": "predicting -1 (the majority class), error",
@@ -114,7 +112,7 @@ def statistics_page(record: dict) -> str:
     sizes = " / ".join(f"n = {r['n']:,} training and {r['test_n']:,} test posts, nnz = {r['nnz']:,}"
                        for r in record["runs"][:1])
     return (f"# E7 data against the paper's statistics\n\n"
-            f"Written by `benchmarks/e7_calibration.py` from `{record['record']}`; command:\n\n"
+            f"Written by `results/e7_calibration.py` from `{record['record']}`; command:\n\n"
             f"```bash\n{record['command']}\n```\n\n"
             f"`sparse_text_logreg` generated at {r0['nodes']:,} nodes, d = {r0['d']:,} ({sizes} for "
             f"seed {r0['seed']}); settings: {knobs}. Test error on the pooled held-out posts; "
@@ -136,7 +134,7 @@ def first_round(run: dict, target: float) -> int | None:
 def fig2_region(record: dict, lines: list[dict], fig2_path: str) -> str:
     """The calibrated section of results/e7.md: the statistics and, per method, its best step
     size's rounds to the optimum's test error."""
-    from e7_fig2 import best_runs, table
+    from results.e7_fig2 import best_runs, table
 
     header = next(r for r in lines if r["kind"] == "problem")
     runs = [r for r in lines if r["kind"] == "run"]
@@ -232,7 +230,7 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="record and page stem; default results/e7_statistics")
     ap.add_argument("--render-only", action="store_true", help="redraw the pages from the records")
     ap.add_argument("--page", default=None, help="a page with the generated e7_calibrated region")
-    ap.add_argument("--fig2", default=None, help="benchmarks/e7_fig2.py's JSON lines for --page")
+    ap.add_argument("--fig2", default=None, help="results/e7_fig2.py's JSON lines for --page")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: 30 nodes, d = 2,000, into a temporary folder")
     args = ap.parse_args()
@@ -250,7 +248,7 @@ def main() -> int:
                 raise BadInput(f"--seeds must be >= 0, got {args.seeds}")
             config = problem_config(args.clients, args.set)
             record = {"kind": "e7_statistics", "settings": settings(config), "runs": [],
-                      "command": "nice -n 10 .venv/bin/python benchmarks/e7_calibration.py "
+                      "command": "nice -n 10 .venv/bin/python results/e7_calibration.py "
                                  + shlex.join(sys.argv[1:]),
                       "record": str(record_path.relative_to(ROOT)) if record_path.is_relative_to(ROOT)
                       else str(record_path)}

@@ -1,6 +1,6 @@
 """E7 / Fig. 2 at the paper's scale: the trials of sweeps/e7_fsvrg.yaml in one process.
 
-    nice -n 10 .venv/bin/python benchmarks/e7_fig2.py [--sweep sweeps/e7_fsvrg.yaml]
+    nice -n 10 .venv/bin/python results/e7_fig2.py [--sweep sweeps/e7_fsvrg.yaml]
         [--only fsvrg=100,300 gd=32,64 ...] [--twin 300] [--rounds N]
         [--out results/e7_fig2.jsonl] [--figures results] [--set problem.KEY=VALUE ...]
 
@@ -34,7 +34,6 @@ import yaml
 from fco_ray.runtime.files import append_file, replacing
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def parse_only(items: list[str]) -> dict[str, list[float]]:
