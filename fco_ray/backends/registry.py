@@ -7,6 +7,8 @@ outside the backends asks a backend's name:
   (a Tune trial reserves them: fco_ray/sweep/trainable.py);
 - `placement_strategy`: how Tune places those bundles;
 - `uses_ray`: whether it joins a Ray cluster (address, a local cluster's fit);
+- `needs_gpu`: whether its client work runs on a GPU (a Tune trial then needs a GPU share:
+  fco_ray/sweep/schema.py);
 - `compiles_rounds`: whether it runs whole rounds compiled from the rules (fco_ray.rules), each
   member with its own draws: groups may then differ in seed (fco_ray.core.plan), and algorithms
   written as a rule alone run there;
@@ -42,6 +44,10 @@ class BackendSettings(BaseModel):
     def compiles_rounds(self) -> bool:
         return False
 
+    @property
+    def needs_gpu(self) -> bool:
+        return False
+
     def describe(self) -> str:
         """The settings that size a trial's reservation, for messages."""
         return f"backend {self.name}"
@@ -73,6 +79,11 @@ class LocalBackendConfig(BackendSettings):
         """The device backend draws each member's own clients, minibatches and noise (`auto`
         may run either engine: it groups as the NumPy engine does)."""
         return self.device not in ("auto", "cpu")
+
+    @property
+    def needs_gpu(self) -> bool:
+        """`cuda`: whole rounds compiled with JAX on a GPU (`auto` only ever picks a CPU engine)."""
+        return self.device == "cuda"
 
     def for_work(self, problem: str, algorithm: str, *, group: int, rounds: int, eval_every: int,
                  work: int, rules: bool) -> "LocalBackendConfig":

@@ -457,7 +457,7 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
             cfg = sweep.run_config(point)
         except ConfigError as e:
             raise ConfigError(f"{path}: trial ({point_text(point)}): {e}") from None
-        if getattr(cfg.backend, "device", "cpu") == "cuda" and not spec.tune.gpus_per_trial:
+        if cfg.backend.needs_gpu and not spec.tune.gpus_per_trial:
             raise ConfigError(f"{path}: tune.gpus_per_trial: trials with backend.device cuda need "
                               "a GPU share each (e.g. 0.25: four trials per GPU), got 0")
         # lam that weighs only psi changes no data, clients or metric names: checked once
