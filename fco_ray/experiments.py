@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from .display import display_name
+
 Rows = Mapping[str, Mapping]  # algorithm -> its best row (metric -> mean final value)
 
 
@@ -41,11 +43,6 @@ class Experiment:
     claims: tuple[Claim, ...] = field(default=())
 
 
-def _name(alg: str) -> str:
-    return {"feddualavg": "FedDualAvg", "feddualavg_osp": "FedDualAvg-OSP", "fedmid": "FedMiD",
-            "fedmid_osp": "FedMiD-OSP", "feddualex": "FeDualEx", "fedmip": "FedMiP"}.get(alg, alg)
-
-
 def _v(x: float) -> str:
     return f"{x:.3g}"
 
@@ -59,8 +56,8 @@ def leads(alg: str, others: tuple[str, ...], metric: str, mode: str, text: str) 
             return None
         rival = (max if mode == "max" else min)(ran, key=lambda o: rows[o][metric])
         holds = mine >= rows[rival][metric] if mode == "max" else mine <= rows[rival][metric]
-        return holds, (f"{_name(alg)} {metric} {_v(mine)}, the best of the others: "
-                       f"{_name(rival)} {_v(rows[rival][metric])}")
+        return holds, (f"{display_name(alg)} {metric} {_v(mine)}, the best of the others: "
+                       f"{display_name(rival)} {_v(rows[rival][metric])}")
     return Claim(text, (alg,), test)
 
 
@@ -69,14 +66,14 @@ def bound(alg: str, metric: str, side: str, limit: float, text: str) -> Claim:
     def test(rows: Rows) -> tuple[bool, str]:
         value = rows[alg][metric]
         holds = value > limit if side == "above" else value <= limit
-        return holds, f"{_name(alg)} {metric} {_v(value)} ({side} {limit:g}: {'yes' if holds else 'no'})"
+        return holds, f"{display_name(alg)} {metric} {_v(value)} ({side} {limit:g}: {'yes' if holds else 'no'})"
     return Claim(text, (alg,), test)
 
 
 def equals(alg: str, metric: str, value: float, text: str) -> Claim:
     def test(rows: Rows) -> tuple[bool, str]:
         got = rows[alg][metric]
-        return round(got) == value, f"{_name(alg)} {metric} {_v(got)} (the claim: {value:g})"
+        return round(got) == value, f"{display_name(alg)} {metric} {_v(got)} (the claim: {value:g})"
     return Claim(text, (alg,), test)
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from fco_ray.display import display_name
 from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,9 +47,8 @@ EXPERIMENTS = {
                     ("MLP, l1 balls", "sweeps/e4_synthetic_mlp.yaml", [])], "keep_every": 10},
 }
 FEDERATED = ["feddualavg", "feddualavg_osp", "fedmid", "fedmid_osp", "fedavg_subgrad"]
-NAMES = {"feddualavg": "FedDualAvg", "feddualavg_osp": "FedDualAvg-OSP", "fedmid": "FedMiD",
-         "fedmid_osp": "FedMiD-OSP", "fedavg_subgrad": "FedAvg(subgradient)",
-         "centralized": "centralized", "local": "local (client 0 alone)"}
+NAMES = {**{a: display_name(a) for a in FEDERATED}, "centralized": "centralized",
+         "local": "local (client 0 alone)"}  # the baselines described, not only named
 CL, SL = "client_lr", "server_lr"
 METRICS = ["val_accuracy", "train_accuracy", "density", "f1", "precision", "recall", "train_loss"]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+from fco_ray.display import display_name
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,8 +22,7 @@ RESULTS = ROOT / "results"
 CL, SL = "algorithm.client_lr", "algorithm.server_lr"
 
 
-NAMES = {"feddualavg": "FedDualAvg", "feddualavg_osp": "FedDualAvg-OSP", "fedmid": "FedMiD",
-         "fedmid_osp": "FedMiD-OSP"}
+NAMES = {a: display_name(a) for a in ("feddualavg", "feddualavg_osp", "fedmid", "fedmid_osp")}
 
 
 ORDER = ["feddualavg", "feddualavg_osp", "fedmid", "fedmid_osp"]
