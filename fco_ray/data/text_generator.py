@@ -54,7 +54,7 @@ def power_law_sizes(rng: np.random.Generator, clients: int, min_samples: int, ma
 
 
 def _word_tables(rng, dim, topics, zipf_exponent):
-    """Zipf CDF over ranks, its guide table (see `kernels_sparse.bag_of_words`) and each
+    """Zipf CDF over ranks, its guide table (see `bag_of_words.bag_of_words`) and each
     topic's rank -> word permutation."""
     cdf = np.cumsum((np.arange(dim) + 1.0) ** -zipf_exponent)
     cdf /= cdf[-1]
@@ -81,7 +81,7 @@ def generate_text_data(*, seed: int, clients: int = 10000, min_samples: int = 75
     """(training nodes, pooled held-out block or None, the node of each held-out row)."""
     import scipy.sparse as sp
     from scipy.special import expit
-    from ..ops import kernels_sparse  # numba and scipy: on first use
+    from .bag_of_words import bag_of_words  # numba and scipy: on first use
     if clients < 1 or dim < 2 or topics < 1 or not 1 <= min_samples <= max_samples:
         raise ValueError(f"need clients >= 1, dim >= 2, topics >= 1 and 1 <= min_samples <= "
                          f"max_samples; got {clients}, {dim}, {topics}, {min_samples}, {max_samples}")
@@ -111,8 +111,8 @@ def generate_text_data(*, seed: int, clients: int = 10000, min_samples: int = 75
         length = 1 + rng.poisson(words_per_doc - 1.0, len(node))
         tokens = int(length.sum())
         topical = rng.random(tokens) < topic_weight  # drawn first, then the Zipf ranks
-        data, indices, indptr = kernels_sparse.bag_of_words(length, rng.random(tokens), topical,
-                                                            topic, cdf, guide, vocab)
+        data, indices, indptr = bag_of_words(length, rng.random(tokens), topical, topic, cdf, guide,
+                                             vocab)
         x = sp.csr_matrix((data, indices, indptr), shape=(len(node), dim))
         draw = rng.random(len(node))  # labels once the offset is known (below)
         logit = signal * (x @ w_true) + bias[node] + topic_effect[topic]

@@ -1,4 +1,7 @@
-"""Compiled per-node passes over sparse (CSR) node data: the E7 family's hot loops (numba).
+"""Compiled per-node passes over sparse (CSR) node data: the E7 family's hot loops (numba), the
+logistic gradient, SVRG and SDCA passes of fco_ray/problems/text.py, one member a call or a fused
+group a call. (The nonzero pattern's statistics: `sparse_stats`; the text generator's kernel:
+fco_ray/data/bag_of_words.py.)
 
 Every kernel takes the CSR arrays of a shard (`data`, `indices`, `indptr`, labels `y`, node
 row offsets `offsets`), the local indices `nodes` of the nodes to process and a coefficient
@@ -339,104 +342,6 @@ def sdca_passes(data, indices, indptr, y, offsets, nodes, ids, seed, rnd, stream
         for q in range(count):
             j = support[q]
             out[j] += coef[t] * (v[j] - w[j])
-
-
-@njit(cache=CACHE)
-def sparsity_scalings(indices, indptr, offsets, d):
-    """FSVRG's s_k^j = (n^j n_k) / (n n_k^j) at every stored nonzero, and omega^j, from the
-    nonzero pattern: n^j samples with feature j, n_k^j those on node k (the nonzero's node),
-    omega^j nodes with feature j. Two passes over the indices."""
-    n_j, n_kj, omega = sparsity_counts(indices, indptr, offsets, d)
-    n = offsets[-1]
-    s = np.empty(indices.size)
-    for k in range(offsets.size - 1):
-        n_k = offsets[k + 1] - offsets[k]
-        for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
-            s[p] = np.float64(n_j[indices[p]] * n_k) / np.float64(n * n_kj[p])
-    return s, omega
-
-
-@njit(cache=CACHE)
-def sparsity_counts(indices, indptr, offsets, d):
-    """FSVRG's counts from the nonzero pattern, one pass per node: n^j (samples with feature
-    j), n_k^j at every stored nonzero (samples of its node with that feature) and omega^j
-    (nodes with feature j)."""
-    n_j = np.zeros(d, np.int64)
-    omega = np.zeros(d, np.int64)
-    n_kj = np.empty(indices.size, np.int64)
-    count = np.zeros(d, np.int64)
-    support = np.empty(d, np.int64)
-    for k in range(offsets.size - 1):
-        used = 0
-        for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
-            j = indices[p]
-            if count[j] == 0:
-                support[used] = j
-                used += 1
-            count[j] += 1
-        for p in range(indptr[offsets[k]], indptr[offsets[k + 1]]):
-            n_kj[p] = count[indices[p]]
-        for q in range(used):
-            j = support[q]
-            n_j[j] += count[j]
-            omega[j] += 1
-            count[j] = 0
-    return n_j, n_kj, omega
-
-
-@njit(cache=CACHE)
-def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
-    """CSR rows of unit-L2-norm term counts, one row per document (the E7 generator).
-
-    Document r has length[r] tokens, consecutive in `u_rank` / `topical`. Token t's word:
-    rank = min(first i with cdf[i] >= u_rank[t], dim - 1) (NumPy's searchsorted 'left',
-    found from the guide table guide[b] = first i with cdf[i] >= b / len(guide)), mapped
-    through the document topic's word permutation `vocab` if `topical[t]`. A row holds the
-    distinct words, sorted, with their counts divided by the row's L2 norm (summed in
-    column order, as scikit-learn's `normalize`)."""
-    docs, dim, buckets = length.size, cdf.size, guide.size
-    indptr = np.zeros(docs + 1, np.int64)
-    indices = np.empty(u_rank.size, np.int32)
-    data = np.empty(u_rank.size)
-    words = np.empty(length.max() if docs else 0, np.int64)
-    t = 0
-    nnz = 0
-    for r in range(docs):
-        n = length[r]
-        for q in range(n):
-            u = u_rank[t + q]
-            i = guide[min(np.int64(u * buckets), buckets - 1)]
-            while i > 0 and cdf[i - 1] >= u:
-                i -= 1
-            while i < dim and cdf[i] < u:
-                i += 1
-            rank = min(i, dim - 1)
-            words[q] = vocab[topic_of_doc[r], rank] if topical[t + q] else rank
-        t += n
-        row = words[:n]
-        for q in range(1, n):  # insertion sort in place: documents are short
-            v = row[q]
-            b = q - 1
-            while b >= 0 and row[b] > v:
-                row[b + 1] = row[b]
-                b -= 1
-            row[b + 1] = v
-        start = nnz
-        for q in range(n):
-            if q > 0 and row[q] == row[q - 1]:
-                data[nnz - 1] += 1.0
-            else:
-                indices[nnz] = row[q]
-                data[nnz] = 1.0
-                nnz += 1
-        total = 0.0
-        for p in range(start, nnz):
-            total += data[p] * data[p]
-        norm = math.sqrt(total)
-        for p in range(start, nnz):
-            data[p] /= norm
-        indptr[r + 1] = nnz
-    return data[:nnz].copy(), indices[:nnz].copy(), indptr
 
 
 # ---- fused groups: G members (step sizes) in one pass over the data --------------------------

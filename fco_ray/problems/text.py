@@ -53,8 +53,8 @@ def sparsity_scalings(nodes: SparseNodes) -> tuple[np.ndarray, np.ndarray]:
     phi_k^j = n_k^j / n_k, s_k^j = phi^j / phi_k^j (returned at every stored nonzero, where
     n_k^j >= 1); omega^j = #nodes with n_k^j >= 1, a^j = K / omega^j (1 where omega^j = 0).
     """
-    from ..ops import kernels_sparse as K
-    s, omega = K.sparsity_scalings(nodes.x.indices, nodes.x.indptr, nodes.offsets, nodes.dim)
+    from ..ops.sparse_stats import sparsity_scalings as scalings
+    s, omega = scalings(nodes.x.indices, nodes.x.indptr, nodes.offsets, nodes.dim)
     return s, np.where(omega > 0, nodes.num_clients / np.maximum(omega, 1), 1.0)
 
 
