@@ -74,23 +74,22 @@ class Algorithm(abc.ABC):
     supports: ClassVar[frozenset[str]] = frozenset({"minimize"})
     #: round-level work only on the server (no clients are called): e.g. centralized
     uses_clients: ClassVar[bool] = True
-    #: whether configurations differing in real-valued hyperparameters can run as one
-    #: stacked computation (fco_ray.core.group.Stacked): the update rules take a hyperparameter
-    #: per stacked row and a per-row broadcast (`tree.PerRow`)
+    #: whether configurations differing in real-valued hyperparameters can run as one group
+    #: (fco_ray.core.group): an algorithm defined by its rule (`RuleAlgorithm`, under
+    #: `jax.vmap`), or a NumPy one that serves the whole group itself (`serves_group`)
     fusable: ClassVar[bool] = False
-    #: a stacked group's client work is served by `group_client_update` (the whole group at
-    #: once, e.g. one compiled pass over a node's data for every member) instead of the
-    #: generic C * G stacked rows
+    #: a fused group's client work is served by `group_client_update` (the whole group at
+    #: once, e.g. one compiled pass over a node's data for every member; `Stacked`)
     serves_group: ClassVar[bool] = False
     #: client exchanges per communication round (e.g. 2 for FSVRG: full gradient, then local
     #: passes); the state says which exchange comes next, metrics are taken after the last.
     exchanges_per_round: ClassVar[int] = 1
     #: the algorithm's update rule for one member in JAX (`fco_ray.rules`): a class taking
-    #: (hp, algorithm), or "module:Class" imported when a device backend asks for it
-    #: (configuration checks never import JAX). None: it runs on the NumPy engine only.
+    #: (hp, algorithm), or "module:Class" imported when its first group runs (configuration
+    #: checks never import JAX). None: an algorithm written in NumPy (its methods below).
     rule: ClassVar[type | str | None] = None
-    #: True where the rule is the only implementation (fco_ray.algorithms.rule_based): the
-    #: algorithm runs on a device backend only
+    #: True where the rule is the definition (fco_ray.algorithms.rule_based.RuleAlgorithm):
+    #: its groups run it on every executor (fco_ray.core.group.RuleGroup)
     rule_only: ClassVar[bool] = False
 
     def __init__(self, hp: Hyper):

@@ -32,9 +32,6 @@ class RuleAlgorithm(Algorithm):
 
     def _hyper(self, problem) -> tuple:
         rule_problem = problem.make_rule(getattr(self.hp, "batch_size", None))
-        if rule_problem is None:
-            raise TypeError(f"problem {problem.name!r} declares no rule: algorithm {self.name!r} "
-                            "is written as a rule and needs one (Problem.rule)")
         hyper = {f: np.float64(getattr(self.hp, f)) for f in self.hp.real_fields()}
         return rule_problem, {**hyper, "lam": np.float64(rule_problem.lam)}
 

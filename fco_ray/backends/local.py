@@ -37,18 +37,33 @@ def block_size(algorithm, problem) -> int:
 
 
 class Programs:
-    """The rule programs compiled on one executor (`fco_ray.rules.host.Programs`), made at
-    the first group that runs its rule here: JAX is imported only then."""
+    """How a group written as its rule runs its clients here: a registered accelerator of the
+    (rule, problem) pair where the record finds it faster (`fco_ray.accelerators`), else the
+    rule compiled (`fco_ray.rules.host.Programs`, made at the first such group: JAX is
+    imported only then). Owned by one executor (the local backend, a Ray actor)."""
 
     def __init__(self):
         self.compiled = None
+        self.chosen: dict = {}  # (algorithm class, settings, problem id) -> accelerator or None
 
-    def get(self, group, problem):
+    def client_sums(self, group, problem, payload, rows, key) -> dict:
+        """The weighted sum over the clients `rows` of every member's client message."""
+        weights = group.client_weights(problem, rows)
         if self.compiled is None:
             from ..rules.host import Programs as Compiled
 
             self.compiled = Compiled()
-        return self.compiled.get(group, problem)
+        program = self.compiled.get(group, problem)
+        choice = (group.cls, group.rule_key(), group.size, id(problem))
+        if choice not in self.chosen:
+            from ..accelerators import choose
+
+            self.chosen[choice] = choose(group, problem, program.problem_rule)
+        accelerator = self.chosen[choice]
+        if accelerator is not None:
+            return accelerator.client_sums(group, problem, payload, rows, key, weights)
+        return program.client_sums(payload, group.rule_hyper(program.problem_rule.lam), key.seed,
+                                   key.round, key.client_ids, rows, weights)
 
 
 class ClientStates:

@@ -93,12 +93,8 @@ def device_pairs_text() -> str:
 
 
 def no_device_program(algorithm: str, problem: str) -> str | None:
-    """Why (algorithm, problem) does not run by its rules (on a device backend, or at all for
-    an algorithm written as a rule alone), or None if it does."""
-    from ..algorithms import ALGORITHMS
-
+    """Why (algorithm, problem) does not run on a device backend, or None if it does."""
     if (algorithm, problem) not in device_pairs():
-        other = "" if ALGORITHMS[algorithm].rule_only else " (or backend.device: cpu)"
         return (f"no device program for algorithm {algorithm!r} on problem {problem!r}; "
-                f"supported pairs: {device_pairs_text()}{other}")
+                f"supported pairs: {device_pairs_text()} (or backend.device: cpu)")
     return None

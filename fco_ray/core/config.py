@@ -77,11 +77,10 @@ class RunConfig(_Strict):
 
     @model_validator(mode="after")
     def _device_program(self):
-        """Rules of both the algorithm and the problem: for a device other than cpu, and for
-        an algorithm written as a rule alone (which runs by its rule on every executor)."""
-        needs_rules = self.backend.compiles_rounds or ALGORITHMS[self.algorithm.name].rule_only
-        if needs_rules and self.problem.name != "custom":
-            # (a custom instance's rule is asked for where the rule is compiled)
+        """A device other than cpu needs a rule of the problem's own (a problem without one
+        runs its NumPy methods through host callbacks: on the CPU engine and Ray actors only)."""
+        if self.backend.compiles_rounds and self.problem.name != "custom":
+            # (a custom instance's rule is asked for where the backend is made)
             from .checks import no_device_program
 
             why = no_device_program(self.algorithm.name, self.problem.name)

@@ -1,41 +1,35 @@
 """The member axis: G configurations of one algorithm run as one unit, a *group*.
 
 The round loop (`fco_ray.core.engine.run_rounds`) always runs a group; a single run is a group of
-one. The group is the one place that knows how its members are laid out:
+one. This module is the one place that knows how a group's members are laid out: below it,
+algorithms and problems see one member (a rule, under `jax.vmap`) or serve the whole group
+themselves (an accelerator's or the SVRG family's batched loops, given the (G, ...) layout).
 
-- `Single` (G = 1): the algorithm's own state, unstacked; every call goes straight through.
-- `Stacked` (G >= 1, a fusable algorithm): configurations that differ only in real-valued
-  hyperparameters (`client_lr`, `server_lr`, ...) and, where the problem allows it, in the
-  regularizer weight `problem.lam` (`ProblemParams.fusable_lam`), as one stacked computation.
+- `RuleGroup` (G >= 1): an algorithm defined by its rule (`fco_ray.rules.algorithms`: every
+  dense algorithm, and a user's `RuleAlgorithm`). Every leaf of its state is on a leading
+  member axis (G, ...), and the rule runs under `jax.vmap` over the members.
+- `Single` (G = 1): an algorithm written in NumPy (the SVRG family on CSR data, centralized,
+  a user's own), its state as the algorithm holds it; every call goes straight through.
+- `Stacked` (G >= 1): a NumPy algorithm that serves a whole group itself (`serves_group`: the
+  SVRG family's compiled passes over a node's data for every member), its state on the member
+  axis where the members differ.
 
-Members of a stacked group share the problem, the seed and every other setting, so they
-sample the same clients and draw the same minibatch rows (randomness is keyed by seed, round,
-client and step, never by configuration):
-
-- the server state holds every member on a leading member axis (G, ...); values equal across
-  members (e.g. a step counter) stay plain numbers;
-- the broadcast carries every member's payload; each client runs its local steps for all
-  members at once as a stack of C * G rows (client-major: row c * G + g is member g on client
-  c), with each varying hyperparameter one value per row (`tree.per_row`), and the key says
-  so (`Key.members` = G), so a client's rows read its minibatch and draw its noise once;
-- a client's message has shape (G, ...), so the backends' weighted sums over clients give
-  every member's aggregate at once (on Ray actors too);
-- where members differ in lam, every call that takes the problem gets it with one weight per
-  stacked row (`Problem.with_lam`), and each member is evaluated with its own.
-
-The algorithm's own update rules run unchanged on the stacked rows: every member computes the
-same floating-point operations as its run alone, so results are equal (tests: to 1e-12).
+Members of a group share the problem, the seed (but on a device backend, `seeds`) and every
+setting but the real-valued hyperparameters (`client_lr`, `server_lr`, ...) and, for a rule
+where the problem allows it, the regularizer weight `problem.lam` (`ProblemParams.fusable_lam`,
+`lams`). They sample the same clients and draw the same minibatch rows (randomness is keyed by
+seed, round, client and step, never by configuration), so each member's numbers equal its run
+alone (tests: 1e-12 to 1e-9).
 """
 from __future__ import annotations
 
 import abc
-import dataclasses
 
 import numpy as np
 
 from ..algorithms.base import Algorithm, is_real
 from ..ops.random import Key, generator
-from ..ops.tree import PerRow, all_finite, size
+from ..ops.tree import all_finite, size
 from ..problems.base import Problem
 
 INIT_TAG = 0x1417  # the key tag of a run's initial model draw: generator(seed, INIT_TAG)
@@ -65,10 +59,9 @@ def fuse_key(hp) -> str:
 def make_group(algorithms: list[Algorithm], lams: list[float] | None = None,
                seeds: list[int] | None = None) -> "Group":
     """The group that runs `algorithms` (configurations of one algorithm class) together:
-    one configuration alone is `Single`; several, or one with its own lam, are `Stacked`; an
-    algorithm written as a rule alone is a `RuleGroup` of any size.
-    `lams`, `seeds`: one regularizer weight / seed per configuration where they differ
-    (None: the problem's / the run's)."""
+    an algorithm defined by its rule is a `RuleGroup` of any size; a NumPy algorithm alone is
+    `Single`, several are `Stacked`. `lams`, `seeds`: one regularizer weight / seed per
+    configuration where they differ (None: the problem's / the run's)."""
     if algorithms[0].rule_only:
         return RuleGroup(algorithms, lams, seeds)
     if len(algorithms) == 1 and lams is None and seeds is None:
@@ -268,22 +261,9 @@ def _finite(tree, count: int) -> np.ndarray:
     return ok
 
 
-def _rows(payload: dict, clients: int, g: int) -> dict:
-    """A stacked payload as per-row values for `clients` clients (client-major rows): each
-    model tree becomes a `PerRow` tree, each number one value per row."""
-    out = {}
-    for k, v in payload.items():
-        if isinstance(v, dict):
-            out[k] = PerRow(_rows(v, clients, g))
-        else:
-            v = np.asarray(v)
-            out[k] = (np.tile(v, (clients,) + (1,) * (v.ndim - 1)) if v.ndim
-                      else np.full(clients * g, float(v)))
-    return out
-
-
-class Stacked(Group):
-    """G members of one fusable algorithm class on a leading member axis (module docstring)."""
+class Members(Group):
+    """G members of one fusable algorithm class on a leading member axis: what the round loop
+    asks of the member axis, for `Stacked` and `RuleGroup` alike."""
 
     stacked = True
 
@@ -297,9 +277,8 @@ class Stacked(Group):
         hps = [m.hp for m in members]
         if len({fuse_key(hp) for hp in hps}) > 1:
             raise ValueError("fused configurations differ in more than real-valued hyperparameters")
-        if lams is not None and (len(lams) != len(members) or cls.serves_group):
-            raise ValueError(f"algorithm {cls.name!r}: a fused group can vary problem.lam only "
-                             "with one lam per member and the generic stacked client steps")
+        if lams is not None and len(lams) != len(members):
+            raise ValueError("a fused group over problem.lam takes one lam per member")
         if seeds is not None and len(seeds) != len(members):
             raise ValueError("a fused group over seeds takes one seed per member")
         self.cls, self.members, self.size = cls, members, len(members)
@@ -307,26 +286,9 @@ class Stacked(Group):
         self.seeds = None if seeds is None else [int(s) for s in seeds]
         self.varying = varying_fields(hps)
         super().__init__(hps[0])  # the shared settings: clients per round, steps, weighting
-        self.server = cls(self._hyper(1))
         self.name = cls.name
         self.uses_clients, self.exchanges_per_round = cls.uses_clients, cls.exchanges_per_round
         self.presummed, self.supports = cls.presummed, cls.supports
-
-    def _hyper(self, repeat: int):
-        """The members' hyperparameters as one Hyper of the algorithm's class whose varying
-        fields hold a value per row: members x `repeat` (client-major: `repeat` clients of G
-        rows each). Built without validation: each member's own Hyper was validated."""
-        values = {f: getattr(self.hp, f) for f in type(self.hp).model_fields}
-        for f in self.varying:
-            values[f] = np.tile(self.member_hyper(f), repeat)
-        return type(self.hp).model_construct(**values)
-
-    def _problem(self, problem: Problem, repeat: int) -> Problem:
-        """The problem with each member's lam on its rows (members x `repeat`, client-major),
-        or as it is when the members share the problem's lam."""
-        if self.lams is None:
-            return problem
-        return problem.with_lam(np.tile(np.array(self.lams), repeat))
 
     def select_clients(self, seed, rnd, num_clients):
         return self.members[0].select_clients(seed, rnd, num_clients)
@@ -334,44 +296,11 @@ class Stacked(Group):
     def client_weights(self, problem, rows):
         return self.members[0].client_weights(problem, rows)
 
-    def server_init(self, problem, params0):
-        """`params0`: the initial model, or one per member (a group fused over seeds)."""
-        problems = [problem.with_lam(lam) for lam in self.lams] if self.lams else [problem] * self.size
-        inits = params0 if isinstance(params0, list) else [params0] * self.size
-        return stack_states([m.server_init(own, p0) for m, own, p0 in zip(self.members, problems, inits)])
-
     def start(self, problem, seed):
         if self.seeds is None:
             return self.server_init(problem, problem.init_params(generator(seed, INIT_TAG)))
         drawn = {s: problem.init_params(generator(s, INIT_TAG)) for s in dict.fromkeys(self.seeds)}
         return self.server_init(problem, [drawn[s] for s in self.seeds])
-
-    def broadcast(self, state):
-        return self.server.broadcast(state)
-
-    def client_update(self, problem: Problem, payload, rows, key: Key):
-        if self.cls.serves_group:
-            # the algorithm serves the whole group itself (e.g. the SVRG family's compiled
-            # group passes: one pass over a node's data for every member): it gets the
-            # stacked payload and the varying hyperparameters as (G,) arrays, and returns
-            # messages (G, ...) already summed over `rows` (`presummed`)
-            return self.cls(self._hyper(1)).group_client_update(problem, payload, rows, key)
-        clients, g = len(rows), self.size
-        problem = self._problem(problem, clients)
-        algorithm = self.cls(self._hyper(clients))
-        stacked = dataclasses.replace(key, client_ids=np.repeat(np.asarray(key.client_ids), g), members=g)
-        message = algorithm.client_update(problem, _rows(payload, clients, g),
-                                          np.repeat(np.asarray(rows), g), stacked)
-        return {k: v.reshape((clients, g) + v.shape[1:]) for k, v in message.items()}
-
-    def server_update(self, problem, state, mean, rnd):
-        return self.server.server_update(self._problem(problem, 1), state, mean, rnd)
-
-    def output(self, problem, state):
-        return self.server.output(self._problem(problem, 1), state)
-
-    def extra_outputs(self, problem, state):
-        return self.server.extra_outputs(self._problem(problem, 1), state)
 
     def extra_output_names(self):
         return self.members[0].extra_output_names()
@@ -384,8 +313,8 @@ class Stacked(Group):
 
     def keep(self, members):
         return type(self)([self.members[i] for i in members],
-                       None if self.lams is None else [self.lams[i] for i in members],
-                       None if self.seeds is None else [self.seeds[i] for i in members])
+                          None if self.lams is None else [self.lams[i] for i in members],
+                          None if self.seeds is None else [self.seeds[i] for i in members])
 
     def member(self, tree, g):
         return _member(tree, g)
@@ -420,7 +349,48 @@ class Stacked(Group):
         return floats_up / self.size, floats_down * size(_member(payload, 0)) / max(size(payload), 1)
 
 
-class RuleGroup(Stacked):
+class Stacked(Members):
+    """G members of a NumPy algorithm that serves a whole group itself (`serves_group`, the
+    SVRG family): its update methods get the members' varying hyperparameters as (G,) arrays
+    and the state on the member axis; a client exchange returns messages (G, ...) summed over
+    its clients (`group_client_update`)."""
+
+    def __init__(self, members: list[Algorithm], lams: list[float] | None = None,
+                 seeds: list[int] | None = None):
+        super().__init__(members, lams, seeds)
+        if not self.cls.serves_group:
+            raise ValueError(f"algorithm {self.name!r} cannot run fused: a NumPy algorithm fuses "
+                             "only where it serves a whole group (serves_group); write it as a "
+                             "rule (docs/custom_rules.md) to fuse it")
+        if lams is not None:
+            raise ValueError(f"algorithm {self.name!r}: a fused group over problem.lam needs a rule")
+        values = {f: getattr(self.hp, f) for f in type(self.hp).model_fields}
+        for f in self.varying:  # built without validation: each member's own Hyper was validated
+            values[f] = self.member_hyper(f)
+        self.server = self.cls(type(self.hp).model_construct(**values))
+
+    def server_init(self, problem, params0):
+        """`params0`: the initial model, or one per member (a group fused over seeds)."""
+        inits = params0 if isinstance(params0, list) else [params0] * self.size
+        return stack_states([m.server_init(problem, p0) for m, p0 in zip(self.members, inits)])
+
+    def broadcast(self, state):
+        return self.server.broadcast(state)
+
+    def client_update(self, problem: Problem, payload, rows, key: Key):
+        return self.server.group_client_update(problem, payload, rows, key)
+
+    def server_update(self, problem, state, mean, rnd):
+        return self.server.server_update(problem, state, mean, rnd)
+
+    def output(self, problem, state):
+        return self.server.output(problem, state)
+
+    def extra_outputs(self, problem, state):
+        return self.server.extra_outputs(problem, state)
+
+
+class RuleGroup(Members):
     """G >= 1 configurations of an algorithm written as its rule alone
     (`fco_ray.algorithms.rule_based`). Every leaf of its state is on the member axis (G, ...),
     and the rule, written for one member, runs under `jax.vmap` over them: round by round on
@@ -439,10 +409,10 @@ class RuleGroup(Stacked):
         super().__init__(members, lams, seeds)
         self.presummed = True
         self._programs = None  # rules.host.Programs of the driver's side
-        self._broadcast = None
+        self._rule = None
 
     def __getstate__(self):
-        return {**self.__dict__, "_programs": None, "_broadcast": None}
+        return {**self.__dict__, "_programs": None, "_rule": None}
 
     def _program(self, problem: Problem):
         if self._programs is None:
@@ -461,42 +431,56 @@ class RuleGroup(Stacked):
         return _stack_all(states)
 
     def start(self, problem, seed):
+        """The members' states from the rule's `init`; a rule of the user's own (not one of
+        `fco_ray.rules`, which the tests check) is traced once first: pieces that do not fit
+        are refused naming the rule's class and method (`rules.host.check_rule`)."""
         state = super().start(problem, seed)
-        from ..rules.host import check_rule
-
         program = self._program(problem)
-        check_rule(program, _member(state, 0), {k: v[0] for k, v in self._hyper_of(program).items()},
-                   problem.shapes)
+        if not type(program.rule).__module__.startswith("fco_ray.rules."):
+            from ..rules.host import check_rule
+
+            check_rule(program, _member(state, 0), {k: v[0] for k, v in self._hyper_of(program).items()},
+                       problem.shapes)
         return state
 
     def broadcast(self, state):
-        if self._broadcast is None:
-            from ..rules.host import compile_broadcast
+        if self._rule is None:
+            self._rule = self.members[0].make_rule()
+        from ..rules.host import broadcast
 
-            self._broadcast = compile_broadcast(self.members[0].make_rule())
-        return self._broadcast(state)
+        return broadcast(self._rule, state)
 
     def client_update(self, problem: Problem, payload, rows, key: Key, programs=None):
         """The weighted sum over `rows` of the members' client messages (G, ...), by the
-        executor's compiled program (`programs`: the executor's `rules.host.Programs`)."""
+        executor's `programs` (its accelerator of the pair, or the compiled rule)."""
         if programs is None:
             raise TypeError(f"algorithm {self.name!r} is written as a rule: its clients run "
-                            "through an executor's compiled programs (fco_ray.rules.host)")
-        program = programs.get(self, problem)
-        return program.client_sums(payload, self._hyper_of(program), key.seed, key.round,
-                                   key.client_ids, rows, self.client_weights(problem, rows))
+                            "through an executor's programs (fco_ray.backends.local.Programs)")
+        return programs.client_sums(self, problem, payload, rows, key)
 
     def server_update(self, problem, state, mean, rnd):
         program = self._program(problem)
         return program.server(state, mean, self._hyper_of(program))
 
     def output(self, problem, state):
-        program = self._program(problem)
-        return program.output(state, self._hyper_of(program))
+        return self.outputs(problem, state)[0]
 
     def extra_outputs(self, problem, state):
+        return self.outputs(problem, state)[1]
+
+    def outputs(self, problem, state) -> tuple[dict, dict]:
+        """The members' output models and extra outputs, from one compiled call."""
         program = self._program(problem)
-        return program.extra_outputs(state, self._hyper_of(program))
+        return program.outputs(state, self._hyper_of(program))
+
+    def evaluate(self, problem, state):
+        with np.errstate(all="ignore"):
+            output, extra = self.outputs(problem, state)
+            rows = self._metrics(problem, output)
+            for suffix, params in extra.items():
+                for row, more in zip(rows, self._metrics(problem, params)):
+                    row.update({f"{k}_{suffix}": v for k, v in more.items()})
+        return rows
 
 
 def _stack_all(states: list):

@@ -28,18 +28,9 @@ class Key:
     client_ids: np.ndarray
     step: int = 0
     stream: int = BATCH
-    #: the stacked rows come in runs of `members` rows of one client (a stacked group's
-    #: members, `fco_ray.core.group.Stacked`: row c * G + g is member g on client c); rows of one
-    #: client draw the same numbers, so they are drawn once per client
-    members: int = 1
 
     def with_step(self, step: int, stream: int = BATCH) -> "Key":
-        return Key(self.seed, self.round, self.client_ids, step, stream, self.members)
-
-    def per_client(self) -> "Key":
-        """The key of the distinct clients (one row each) of a stacked key."""
-        ids = np.asarray(self.client_ids)
-        return Key(self.seed, self.round, ids[::self.members], self.step, self.stream)
+        return Key(self.seed, self.round, self.client_ids, step, stream)
 
     def _bits(self, shape: tuple[int, ...]) -> np.ndarray:
         """uint64 array of shape (clients, *shape):
@@ -52,19 +43,9 @@ class Key:
                                   math.prod(shape))
         return bits.reshape(ids.shape + tuple(shape))
 
-    def _once_per_client(self, draw, shape: tuple[int, ...]) -> np.ndarray | None:
-        """draw(key, shape) for the distinct clients only, each repeated for its `members`
-        rows; None for a key of one row per client."""
-        if self.members == 1:
-            return None
-        return np.repeat(draw(self.per_client(), shape), self.members, axis=0)
-
     def uniform(self, shape: tuple[int, ...]) -> np.ndarray:
         """Uniform floats in the open interval (0, 1): ((bits >> 11) + 1/2) / 2^53, at most
         1 - 2^-53 (the largest bits would round to 1.0: a tie broken to even)."""
-        repeated = self._once_per_client(Key.uniform, shape)
-        if repeated is not None:
-            return repeated
         bits = self._bits(shape)
         bits >>= np.uint64(11)
         u = bits.astype(np.float64)
@@ -87,8 +68,7 @@ class Key:
         """Standard normal floats of shape (clients, *shape) by inverse-CDF transform."""
         from scipy.special import ndtri
 
-        repeated = self._once_per_client(Key.normal, shape)
-        return repeated if repeated is not None else ndtri(self.uniform(shape))
+        return ndtri(self.uniform(shape))
 
 
 def sample_clients(seed: int, rnd: int, num_clients: int, per_round: int) -> np.ndarray:

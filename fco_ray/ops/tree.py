@@ -8,10 +8,6 @@ import numpy as np
 Params = dict[str, np.ndarray]
 
 
-def tmap(fn: Callable, *trees: Params) -> Params:
-    return {k: fn(*(t[k] for t in trees)) for k in trees[0]}
-
-
 def per_row(a, ndim: int):
     """A scalar, or one value per row of a stack (shape (R,)) shaped to broadcast over an
     array of `ndim` axes whose first axis is the rows: (R, 1, ..., 1). Fused runs keep a
@@ -29,21 +25,6 @@ def axpy(a, x: Params, y: Params) -> Params:
 
 def sub(x: Params, y: Params) -> Params:
     return {k: x[k] - y[k] for k in x}
-
-
-class PerRow(dict):
-    """A tree whose blocks already hold one entry per stacked row (a fused broadcast)."""
-
-
-def stack(tree: Params, n: int) -> Params:
-    """Copy an unbatched tree onto n clients: (n, *shape) per block. A `PerRow` tree
-    already has its n rows: copied as it is."""
-    if isinstance(tree, PerRow):
-        if any(np.shape(v)[:1] != (n,) for v in tree.values()):
-            raise ValueError(f"a per-row tree needs {n} rows, got shapes "
-                             f"{[np.shape(v) for v in tree.values()]}")
-        return {k: np.array(v, copy=True) for k, v in tree.items()}
-    return {k: np.repeat(np.asarray(v)[None], n, axis=0) for k, v in tree.items()}
 
 
 def copy(tree: Params) -> Params:

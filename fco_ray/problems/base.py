@@ -10,9 +10,11 @@ The composite objective is `Phi(w) = F(w) + psi(w)` with `F = (1/M) sum_m F_m`, 
 is the mean loss over client m's samples and `psi` is `self.psi` (a `Blockwise` regularizer).
 
 To write a custom problem, subclass `Problem` and implement `init_params`,
-`loss_and_grad` and (optionally) `evaluate`; see docs/problems.md "Custom problems". Two optional
-speed hooks change no numbers beyond rounding: `composite_steps` (a compiled local loop for
-the composite family) and `metrics_stack` (the metrics of a fused group's G models at once).
+`loss_and_grad` and (optionally) `evaluate`; see docs/problems.md "Custom problems". Its
+clients' gradients then come from `loss_and_grad` on their minibatches (`grad`, called from
+the algorithms' compiled rules: `fco_ray.rules.numpy_problem`); a `rule` in JAX
+(docs/custom_rules.md) runs them compiled, on a GPU too. One optional speed hook changes no
+numbers beyond rounding: `metrics_stack` (the metrics of a fused group's G models at once).
 """
 from __future__ import annotations
 
@@ -62,10 +64,15 @@ class Problem(abc.ABC):
         return vars(cls).get("rule") is not None
 
     def make_rule(self, batch_size: int | None):
-        """This problem's one-member rule (None: none, or not for this psi)."""
-        if not self.has_rule():
-            return None
-        return resolve(vars(type(self))["rule"])(self, batch_size)
+        """This problem's one-member rule: its own (`rule`), or, for a class without one or a
+        psi its rule does not cover, its NumPy methods called back from the compiled program
+        (`fco_ray.rules.numpy_problem`: the same numbers, at NumPy's speed)."""
+        own = resolve(vars(type(self))["rule"])(self, batch_size) if self.has_rule() else None
+        if own is not None:
+            return own
+        from ..rules.numpy_problem import NumpyProblem
+
+        return NumpyProblem(self, batch_size)
 
     # ---- hooks for subclasses ---------------------------------------------------------
     def init_params(self, rng: np.random.Generator) -> Params:
@@ -139,20 +146,6 @@ class Problem(abc.ABC):
     def grad(self, params: Params, rows: np.ndarray, key: Key, batch_size: int | None) -> Params:
         """Stochastic gradient (or operator) of clients `rows` at their stacked `params`."""
         return self.loss_and_grad(params, self.minibatch(rows, key, batch_size))[1]
-
-    def composite_steps(self, params: Params, rows: np.ndarray, key: Key, batch_size: int | None,
-                        lr, pre: np.ndarray, post: np.ndarray, subgradient: bool) -> Params | None:
-        """Optional compiled local loop of the composite family (fco_ray.algorithms.composite):
-        for k < K = len(pre), on the stacked `params` of clients `rows`,
-
-            u = prox_{pre[k] psi}(x);  g = grad(u) (+ a subgradient of psi at x if `subgradient`);
-            x = prox_{post[k] psi}(x - lr g)
-
-        (`lr` a number or one per row; `pre`, `post` of shape (K,) or (K, rows); a zero step
-        is the identity). `params` is the caller's own copy: it may be updated in place.
-        Returns the final x, or None where the problem has no such loop
-        (then the algorithm runs its steps one by one: the same numbers up to rounding)."""
-        return None
 
     def full_loss_grad(self, params: Params, data: ClientData | None = None) -> tuple[float, Params]:
         """F and grad F at an unbatched model over all training clients (uniform client mean)."""

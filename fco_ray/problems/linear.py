@@ -28,104 +28,20 @@ RANK_TOL = 1e-4  # singular values above this count towards the rank (E2)
 
 
 class LinearRegression(Problem):
-    rule = "fco_ray.rules.problems:least_squares"  # fco_ray.rules: on a device backend
+    #: its rule (the clients' gradient, psi's prox): fco_ray.rules.problems.LeastSquares; the
+    #: composite family's local steps under an l1 penalty are accelerated by numba
+    #: (fco_ray.accelerators.least_squares)
+    rule = "fco_ray.rules.problems:least_squares"
 
     def loss_and_grad(self, params: Params, batch):
         xf, resid = self._residuals(params, batch["x"], batch["y"])
         wr = batch["weight"] * resid
         return np.einsum("cb,cb->c", wr, resid), self._grads(2.0 * wr, xf)
 
-    def grad(self, params: Params, rows, key, batch_size):
-        """The minibatch gradient of every local step: the numbers of the generic
-        `loss_and_grad(params, minibatch(...))` (weights 1/B, rows from `sample_rows`) up to
-        summation order, from one compiled call that draws the rows and makes one pass over
-        them (`kernels.sampled_linear_grad`: no gathered copy of the minibatch, no loss; it
-        computes the gradient of the half squared error, hence the factor 2)."""
-        if batch_size is None:
-            return super().grad(params, rows, key, batch_size)
-        sizes, offsets = self.row_ranges(rows)
-        ids = np.asarray(key.client_ids, dtype=np.uint64).reshape(-1)
-        c = len(sizes)
-        if len(ids) != c:  # the kernel does not check bounds
-            raise ValueError(f"key has {len(ids)} client ids for {c} rows")
-        group = key.members
-        if group > 1:  # a fused group: G configurations per client, one shared minibatch
-            gw, gb = self._group_grad(params, key, ids[::group], sizes[::group],
-                                      offsets[::group], batch_size, group)
-        else:
-            from ..ops import kernels  # numba: on the first step, not with the schemas
-
-            gw, gb = kernels.sampled_linear_grad(
-                self._x_rows, self.train.arrays["y"].reshape(-1),
-                key.seed, key.round, key.step, key.stream, ids, sizes, offsets, batch_size,
-                np.ascontiguousarray(params["w"]).reshape(c, -1),
-                np.ascontiguousarray(params["b"]).reshape(c))
-        gw *= 2.0
-        gb *= 2.0
-        return {"w": gw.reshape((c,) + self.shapes["w"]), "b": gb}
-
-    def composite_steps(self, params: Params, rows, key, batch_size, lr, pre, post, subgradient):
-        """The composite family's K local steps in one compiled call per block of clients
-        (`kernels.least_squares_steps`) where psi is an l1 penalty (or zero) on `w` alone
-        and the steps use minibatches; a fused group's members share each minibatch. Same
-        numbers as the step-by-step loop up to rounding (tests/engine/test_compiled_steps.py)."""
-        lam = _l1_weight(self.psi)  # a number, or one per row (a fused group's lam)
-        if batch_size is None or lam is None or self._overrides("grad", "loss_and_grad"):
-            return None
-        rows = np.asarray(rows)
-        ids = np.asarray(key.client_ids, dtype=np.uint64).reshape(-1)
-        if len(ids) != len(rows):  # the kernel does not check bounds
-            raise ValueError(f"key has {len(ids)} client ids for {len(rows)} rows")
-        group = key.members
-        sizes, offsets = self.row_ranges(rows[::group])
-        n = len(rows)
-        steps = len(pre)
-        w = np.ascontiguousarray(params["w"], dtype=float).reshape(n, -1)  # updated in place
-        b = np.ascontiguousarray(params["b"], dtype=float).reshape(n)
-        # thresholds t lam, as the prox computes them; (K,) or (K, rows) -> (K, rows)
-        thresholds = [np.ascontiguousarray(np.broadcast_to(
-            np.asarray(t, float).reshape(steps, -1) * lam, (steps, n))) for t in (pre, post)]
-        from ..ops import kernels
-
-        kernels.least_squares_steps(
-            self._x_rows, self.train.arrays["y"].reshape(-1), key.seed, key.round, BATCH,
-            ids[::group], sizes, offsets, batch_size, w, b,
-            np.ascontiguousarray(np.broadcast_to(np.asarray(lr, float), (n,))), *thresholds,
-            np.ascontiguousarray(np.broadcast_to(np.asarray(lam if subgradient else 0.0, float), (n,))))
-        return {"w": w.reshape((n,) + self.shapes["w"]), "b": b}
-
     def _overrides(self, *names: str) -> bool:
-        """Whether a subclass has its own version of any of these methods: the compiled loop
-        and the stacked metrics compute this class's gradient and metrics themselves, and
-        must not bypass a subclass's."""
+        """Whether a subclass has its own version of any of these methods: the stacked metrics
+        compute this class's metrics themselves, and must not bypass a subclass's."""
         return any(getattr(type(self), n) is not getattr(LinearRegression, n) for n in names)
-
-    def _group_grad(self, params: Params, key, ids, sizes, offsets, batch_size: int, group: int):
-        """The half-squared-error gradients of G = `group` models per client on the client's
-        one minibatch (the rows its key draws, as `sampled_linear_grad` draws them): the
-        rows are gathered once and every model's residuals and gradient are two batched
-        matrix products, R = X W^T (B x G) and R^T X / B (G x P), instead of G passes."""
-        from ..ops import kernels
-
-        flat = kernels.keyed_integers(key.seed, key.round, key.step, key.stream, ids, sizes,
-                                      batch_size)
-        flat += offsets[:, None]
-        x = self._x_rows[flat]  # (C, B, P)
-        y = self.train.arrays["y"].reshape(-1)[flat]  # (C, B)
-        c = len(ids)
-        w = np.ascontiguousarray(params["w"]).reshape(c, group, -1)
-        resid = np.matmul(x, w.transpose(0, 2, 1))  # (C, B, G)
-        resid += np.asarray(params["b"]).reshape(c, 1, group)
-        resid -= y[:, :, None]
-        resid /= batch_size
-        gw = np.matmul(resid.transpose(0, 2, 1), x)  # (C, G, P)
-        return gw.reshape(c * group, -1), resid.sum(axis=1).reshape(-1)
-
-    @property
-    def _x_rows(self) -> np.ndarray:
-        """All training samples as rows: (clients * max_samples, P) (a view)."""
-        x = self.train.arrays["x"]
-        return x.reshape(-1, math.prod(self.shapes["w"]))
 
     @staticmethod
     def _residuals(params: Params, x: np.ndarray, y: np.ndarray):
@@ -202,20 +118,6 @@ class LinearRegression(Problem):
         resid -= data.arrays["y"].reshape(-1, 1)
         weights = data.full_weights().reshape(1, -1)
         return (weights @ resid**2).reshape(-1) / data.num_clients
-
-
-def _l1_weight(psi):
-    """lam if psi is lam ||w||_1 (or zero) on the block `w` and nothing else, else None; lam
-    is a number, or one per stacked row (`Regularizer.with_lam`)."""
-    regs = getattr(psi, "regs", None)
-    if regs is None or set(regs) - {"w"}:
-        return None
-    reg = regs.get("w")
-    if reg is None or (reg.penalty is None and reg.constraint is None):
-        return 0.0
-    if reg.penalty == "l1" and reg.constraint is None:
-        return reg.lam
-    return None
 
 
 def support_metrics(w: np.ndarray, truth: np.ndarray | None) -> dict[str, float]:

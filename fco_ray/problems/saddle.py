@@ -104,35 +104,15 @@ def _apply_t(a: np.ndarray, v: np.ndarray) -> np.ndarray:
     return v @ a if v.ndim == 2 else np.matmul(a.T, v)
 
 
-def _same_across_clients(v: np.ndarray, group: int) -> bool:
-    """Whether stacked rows of C clients x `group` rows hold the same `group` rows for every
-    client. Client 1 against client 0 decides the usual case (rows that differ) cheaply."""
-    first = v[:group]
-    if not np.array_equal(v[group:2 * group], first):
-        return False
-    return bool((v.reshape((-1, group) + v.shape[1:]) == first).all())
-
-
-def _add_per_client(op: np.ndarray, noise: np.ndarray, clients: int, group: int, shape,
-                    shared: bool) -> np.ndarray:
-    """op + noise with one noise row per client for its `group` rows: op is (C G, *shape),
-    or (G, *shape) for rows shared by every client; noise is (C, prod(shape))."""
-    per_client = noise.reshape((clients, 1) + tuple(shape))
-    if shared:
-        out = op[None] + per_client
-    else:
-        out = op.reshape((clients, group) + tuple(shape))
-        out += per_client
-    return out.reshape((clients * group,) + tuple(shape))
-
-
 class BilinearSaddle(SaddleProblem):
     """phi = <A x - b, y> + psi1(x) - psi2(y) with x, y vectors (l1) or matrices (nuclear).
 
     `info` holds A (n x m), b ((n,) or (n, p)), lam, radius (D) and noise (sigma).
     """
 
-    rule = "fco_ray.rules.problems:bilinear"  # fco_ray.rules: on a device backend
+    #: its rule: the operator (A^T y, b - A x) plus N(0, noise^2) per entry, per client, per
+    #: call (fco_ray.rules.problems.Bilinear); its NumPy methods give the metrics
+    rule = "fco_ray.rules.problems:bilinear"
 
     @property
     def a(self) -> np.ndarray:
@@ -166,42 +146,6 @@ class BilinearSaddle(SaddleProblem):
     def loss(self, params: Params) -> float:
         """f(x, y) = <A x - b, y> (the same for every client, computed once)."""
         return float(np.sum((self.a @ params["x"] - self.b) * params["y"]))
-
-    def _operator(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(A^T y, b - A x) for stacked rows, without noise. b - A x is -(A x - b) to the bit
-        (round to nearest is symmetric in sign), computed in A x's own buffer."""
-        minus_resid = _apply(self.a, x)
-        np.subtract(self.b, minus_resid, out=minus_resid)
-        return _apply_t(self.a, y), minus_resid
-
-    def grad(self, params: Params, rows: np.ndarray, key: Key, batch_size: int | None) -> Params:
-        """Operator (A^T y, b - A x) plus N(0, noise^2) per entry, per client, per call.
-
-        One draw of the total size is split over the blocks: two draws from the same key
-        would repeat the same numbers (counter-based generator).
-
-        Shared work (the same numbers as row by row): the stacked rows come as C clients of
-        G rows each (a stacked group's G members per client, `Key.members`; G = 1 alone).
-        At a first local step every client holds its member's broadcast point, so when the
-        rows are equal across clients the two matrix products run on G rows instead of C G;
-        and the noise, equal for a client's G rows, is drawn and scaled once per client and
-        added to its G rows by broadcasting."""
-        x, y = self._stacked(params, len(rows))
-        ids = np.asarray(key.client_ids).reshape(-1)
-        group = key.members if ids.size == len(x) else 1
-        clients = len(x) // group
-        shared = clients > 1 and _same_across_clients(x, group) and _same_across_clients(y, group)
-        op_x, op_y = self._operator(x[:group], y[:group]) if shared else self._operator(x, y)
-        sigma = self.info["noise"]
-        if sigma == 0:
-            if shared:
-                op_x, op_y = (np.tile(v, (clients,) + (1,) * (v.ndim - 1)) for v in (op_x, op_y))
-            return {"x": op_x, "y": op_y}
-        once = key if group == 1 else key.per_client()
-        nx = int(np.prod(self.shapes["x"]))
-        noise = sigma * once.normal((nx + int(np.prod(self.shapes["y"])),))  # (C, nx + ny)
-        return {"x": _add_per_client(op_x, noise[:, :nx], clients, group, self.shapes["x"], shared),
-                "y": _add_per_client(op_y, noise[:, nx:], clients, group, self.shapes["y"], shared)}
 
     def duality_gap(self, params: Params) -> float:
         """Closed-form Gap(x, y) (module docstring); inf if x or y is infeasible."""

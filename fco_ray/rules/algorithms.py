@@ -1,11 +1,15 @@
-"""The algorithms' update rules for ONE member (see `fco_ray.rules`), the formulas of
-`fco_ray.algorithms.composite` and `fco_ray.algorithms.saddle` (their docstrings derive them).
+"""The algorithms' update rules for ONE member (see `fco_ray.rules`): the one definition of
+the composite family (FedAvg, FedAvg with subgradients, FedMiD, FedMiD-OSP, FedDualAvg,
+FedDualAvg-OSP, the local baseline; Yuan, Zaheer, Reddi, ICML'21) and the saddle family
+(FeDualEx, FedMiP, Extra-step local SGD, PGDA; Bai, Bullins, ICLR'24). The algorithm classes
+(`fco_ray.algorithms.composite`, `.saddle`) declare their names, hyperparameters and which
+rule they run; every executor runs these rules (`fco_ray.core.group.RuleGroup`).
 
 A rule is built from the group's shared hyperparameters (`hp`: local steps, ergodic output,
 ...); the values that may differ between members come in `hyper`, a dict of numbers:
-`client_lr`, `server_lr`, `lam` (psi's weight) and `seed`. Its state is the CPU algorithm's
-state, block for block, so the host reads it back unchanged (evaluation, checkpoints).
+`client_lr`, `server_lr`, `lam` (psi's weight) and `seed`.
 
+    init(params0) -> state                              (params0: the initial model)
     broadcast(state) -> payload
     client(problem, data, payload, hyper, client) -> one client's message
     server(problem, state, mean, hyper) -> state       (mean: the weighted client mean)
@@ -17,6 +21,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .problems import BATCH, NOISE, NOISE2
+from .static import Static
 
 
 def axpy(a, x: dict, y: dict) -> dict:
@@ -28,22 +33,34 @@ def sub(x: dict, y: dict) -> dict:
     return {k: x[k] - y[k] for k in x}
 
 
-class Rule:
+class Rule(Static):
+    """The rules below hold their algorithm's settings (`hp`, flags): equal settings, equal
+    rules, one compiled program (`fco_ray.rules.static`). The real-valued hyperparameters come
+    in `hyper`, so they do not count."""
+
+    static_skip = ("hp",)
+
     def __init__(self, hp, algorithm):
         self.hp, self.steps = hp, hp.local_steps
+        self.settings = {f: v for f, v in hp.model_dump().items() if not isinstance(v, float)}
 
     def extra_outputs(self, problem, state, hyper) -> dict:
         return {}
 
 
 class PrimalAveraging(Rule):
-    """FedAvg, FedAvg with subgradients, FedMiD, FedMiD-OSP, the local baseline: K steps
-    w <- w - lr g (`sgd`), w - lr (g + s(w)) (`subgrad`) or prox_{lr psi}(w - lr g) (`prox`);
-    server w + eta_s Delta, then prox_{eta_s eta_c K psi} with `server_prox`."""
+    """Clients run K steps on the primal model; the server averages the model deltas.
+    FedAvg, FedAvg with subgradients, FedMiD, FedMiD-OSP, the local baseline: K steps
+    w <- w - lr g (`sgd`), w - lr (g + s(w)) (`subgrad`, s a subgradient of psi at the point
+    before the step) or prox_{lr psi}(w - lr g) (`prox`); server w + eta_s Delta, then
+    prox_{eta_s eta_c K psi} with `server_prox` (the factor K: Algorithm 2 of the paper, [ref])."""
 
     def __init__(self, hp, algorithm):
         super().__init__(hp, algorithm)
         self.client_step, self.server_prox = algorithm.client_step, algorithm.server_prox
+
+    def init(self, params0):
+        return {"w": dict(params0)}
 
     def broadcast(self, state):
         return {"w": state["w"]}
@@ -71,13 +88,18 @@ class PrimalAveraging(Rule):
 
 
 class DualAveraging(Rule):
-    """FedDualAvg (FedDualAvg-OSP without the client prox): w_k = prox_{(etat + lr k) psi}(z_k),
+    """FedDualAvg: clients average gradients in the dual; the primal is prox_{etat psi}(z).
+    Server state: the dual z (z_0 = grad h(w_0) = w_0) and the accumulated weight etat
+    (etat_0 = 0). Client step k: w_k = prox_{(etat + lr k) psi}(z_k) (FedDualAvg-OSP: w_k = z_k),
     z_{k+1} = z_k - lr g(w_k); server z + eta_s Delta, etat + eta_s lr K; output
     prox_{etat psi}(z)."""
 
     def __init__(self, hp, algorithm):
         super().__init__(hp, algorithm)
         self.client_prox = algorithm.client_prox
+
+    def init(self, params0):
+        return {"z": dict(params0), "etat": jnp.zeros(())}
 
     def broadcast(self, state):
         return {"z": state["z"], "etat": state["etat"]}
@@ -100,7 +122,18 @@ class DualAveraging(Rule):
 
 
 class Ergodic(Rule):
-    """The running mean of the shadow points over all rounds and local steps (`_Ergodic`)."""
+    """The running ergodic mean of shadow points over all rounds and local steps,
+    zhat_R = (1 / (R K)) sum_r sum_k zhat_{r,k+1/2}: the server adds up one shadow point per
+    local step and divides by the steps so far (before any: the initial point z0). What a
+    shadow point is depends on the method: for the primal methods the client mean of the local
+    points z^m_{r,k+1/2} (clients send their sums over k); FeDualEx's is the prox of the
+    clients' averaged dual."""
+
+    def ergodic_init(self, params0) -> dict:
+        if not self.hp.ergodic:
+            return {}
+        return {"zsum": {b: jnp.zeros_like(v) for b, v in params0.items()}, "steps": jnp.zeros(()),
+                "z0": dict(params0)}
 
     def ergodic(self, state, zsum_round) -> dict:
         if not self.hp.ergodic:
@@ -116,10 +149,25 @@ class Ergodic(Rule):
 
 
 class FeDualEx(Ergodic):
-    """Federated dual extrapolation (Algorithm 1): with P_t(v) = prox_{lr t psi}(v), client
-    steps z = P_t(v - u), u_half = u + lr g(z), z_half = P_{t+1}(v - u_half),
-    u <- u + lr g(z_half); server s + eta_s mean(u), t + eta_s K; output P_t(sbar - s); the
-    ergodic shadow points P_{t+k+1}(v - mean_m u_half^m_k)."""
+    """Federated dual extrapolation (Algorithm 1). With P_t(v) = prox_{eta_c t psi}(v):
+
+    client, k = 0..K-1, t = eta_s r K + k:
+        z_k      = P_t(sbar - s_k)
+        z_half   = P_{t+1}(sbar - s_k - eta_c g(z_k; xi))
+        s_{k+1}  = s_k + eta_c g(z_half; xi')
+    server: s_{r+1} = s_r + eta_s mean_m (s^m_K - s_r); output z_{r+1} = P_{eta_s (r+1) K}(sbar - s_{r+1}).
+
+    sbar = z_0 (the first primal is z_0, projected) and s_0 = 0. The broadcast carries
+    v_r = sbar - s_r; clients keep their local offset u = s_k - s_r. Ergodic output (what
+    Algorithm 1 returns and its theorem bounds): the running mean of the server's shadow point,
+    the prox of the clients' *averaged* dual zhat_{r,k+1/2} = P_{t+1}(sbar - s_r - mean_m
+    (u^m_k + eta_c g_m(z^m_k; xi))), not the mean of the clients' z_half (the prox is not
+    linear): each client uploads its K half-step dual offsets. The two operator calls of a step
+    draw independent noise (streams NOISE, NOISE2)."""
+
+    def init(self, params0):
+        return {"s": {b: jnp.zeros_like(v) for b, v in params0.items()}, "sbar": dict(params0),
+                "t": jnp.zeros(()), **self.ergodic_init(params0)}
 
     def broadcast(self, state):
         return {"v": sub(state["sbar"], state["s"]), "t": state["t"]}
@@ -161,9 +209,13 @@ class FeDualEx(Ergodic):
 
 class PrimalSaddle(Ergodic):
     """FedMiP, Extra-step local SGD, PGDA: z_half = step(z, g(z)), then (`extra`)
-    z <- step(z, g(z_half)); a step is prox_{lr psi}(z - lr g) (`prox`) or
-    Proj(z - lr (g + s)); server prox_{eta_s lr K psi}(z + eta_s Delta) (`prox` and the
-    server prox on) or Proj(z + eta_s Delta)."""
+    z <- step(z, g(z_half)); a step is prox_{lr psi}(z - lr g) (`prox`, mirror steps) or
+    Proj(z - lr (g + s)), s a subgradient of psi's penalty at the point of the operator call;
+    server prox_{eta_s lr K psi}(z + eta_s Delta) (`prox` and the server prox on, [ref]) or
+    Proj(z + eta_s Delta) (a no-op for eta_s <= 1: the mean of feasible points is feasible)."""
+
+    def init(self, params0):
+        return {"z": dict(params0), **self.ergodic_init(params0)}
 
     def __init__(self, hp, algorithm):
         super().__init__(hp, algorithm)

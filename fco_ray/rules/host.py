@@ -16,6 +16,8 @@ nothing lives in process-wide caches.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 import jax
@@ -37,6 +39,47 @@ def host(tree):
     return jax.tree_util.tree_map(lambda v: np.array(v), tree)
 
 
+# The compiled pieces, the rule and the problem rule static (`fco_ray.rules.static`): JAX keeps
+# one program per (equal rules, shapes), reused by every later run and group of the process.
+@partial(jax.jit, static_argnums=0)
+def _broadcast(rule, state):
+    return jax.vmap(rule.broadcast)(state)
+
+
+@partial(jax.jit, static_argnums=(0, 1))
+def _server(rule, problem_rule, state, mean, hyper):
+    return jax.vmap(lambda s, m, h: rule.server(problem_rule, s, m, h))(state, mean, hyper)
+
+
+@partial(jax.jit, static_argnums=(0, 1))
+def _outputs(rule, problem_rule, state, hyper):
+    """The output model and the extra outputs of every member."""
+    return jax.vmap(lambda s, h: (rule.output(problem_rule, s, h),
+                                  rule.extra_outputs(problem_rule, s, h)))(state, hyper)
+
+
+@partial(jax.jit, static_argnums=(0, 1))
+def _client_sums(rule, problem_rule, payload, hyper, seed, rnd, ids, rows, weights, data):
+    """sum_c weights[c] * client message, for every member: `jax.vmap` over clients (outside)
+    of `jax.vmap` over members (inside): messages (C, G, ...)."""
+
+    def client(payload, hyper, cid, row):  # one member, one client
+        size = data["sizes"][row] if "sizes" in data else jnp.int64(0)
+        offset = data["offsets"][row] if "offsets" in data else jnp.int64(0)
+        me = Client(seed, rnd, cid, size, offset)
+        return rule.client(problem_rule, data, payload, {**hyper, "seed": seed}, me)
+
+    clients = jax.vmap(jax.vmap(client, in_axes=(0, 0, None, None)), in_axes=(None, None, 0, 0))
+    messages = clients(payload, hyper, ids, rows)
+    used = weights > 0  # padding (weight 0) adds nothing, not even a NaN
+
+    def weighted(m):
+        w = weights.reshape((-1,) + (1,) * (m.ndim - 1))
+        return jnp.sum(jnp.where(used.reshape(w.shape), w * m, 0.0), axis=0)
+
+    return jax.tree_util.tree_map(weighted, messages)
+
+
 class RuleProgram:
     """The compiled pieces of `rule` (an algorithm's one-member rule) on `problem_rule` (the
     problem's, over the data this executor holds). States, payloads and messages carry the
@@ -44,46 +87,18 @@ class RuleProgram:
 
     def __init__(self, rule, problem_rule):
         self.rule, self.problem_rule = rule, problem_rule
-        self.data = {k: jnp.asarray(v) for k, v in problem_rule.arrays().items()}
-        members = lambda f, axes: jax.jit(jax.vmap(f, in_axes=axes))  # noqa: E731
-        self._broadcast = members(rule.broadcast, 0)
-        self._server = members(lambda s, m, h: rule.server(problem_rule, s, m, h), 0)
-        self._output = members(lambda s, h: rule.output(problem_rule, s, h), 0)
-        self._extra = members(lambda s, h: rule.extra_outputs(problem_rule, s, h), 0)
-
-        def client(payload, hyper, seed, rnd, cid, row, data):  # one member, one client
-            size = data["sizes"][row] if "sizes" in data else jnp.int64(0)
-            offset = data["offsets"][row] if "offsets" in data else jnp.int64(0)
-            me = Client(seed, rnd, cid, size, offset)
-            return rule.client(problem_rule, data, payload, {**hyper, "seed": seed}, me)
-
-        # members inside, clients outside: messages (C, G, ...)
-        clients = jax.vmap(jax.vmap(client, in_axes=(0, 0, None, None, None, None, None)),
-                           in_axes=(None, None, None, None, 0, 0, None))
-
-        def sums(payload, hyper, seed, rnd, ids, rows, weights, data):
-            messages = clients(payload, hyper, seed, rnd, ids, rows, data)
-            used = weights > 0  # padding (weight 0) adds nothing, not even a NaN
-
-            def weighted(m):
-                w = weights.reshape((-1,) + (1,) * (m.ndim - 1))
-                return jnp.sum(jnp.where(used.reshape(w.shape), w * m, 0.0), axis=0)
-
-            return jax.tree_util.tree_map(weighted, messages)
-
-        self._sums = jax.jit(sums)
+        self.arrays = problem_rule.arrays()  # NumPy: put on JAX's device at the first client call
+        self._data = None
 
     def broadcast(self, state) -> dict:
-        return host(self._broadcast(state))
+        return host(_broadcast(self.rule, state))
 
     def server(self, state, mean, hyper) -> dict:
-        return host(self._server(state, mean, hyper))
+        return host(_server(self.rule, self.problem_rule, state, mean, hyper))
 
-    def output(self, state, hyper) -> dict:
-        return host(self._output(state, hyper))
-
-    def extra_outputs(self, state, hyper) -> dict:
-        return host(self._extra(state, hyper))
+    def outputs(self, state, hyper) -> tuple[dict, dict]:
+        """(the members' output models, their extra outputs by suffix)."""
+        return host(_outputs(self.rule, self.problem_rule, state, hyper))
 
     def client_sums(self, payload, hyper, seed: int, rnd: int, ids, rows, weights) -> dict:
         """sum_c weights[c] * message of client c (global id ids[c], data row rows[c]), for
@@ -94,8 +109,10 @@ class RuleProgram:
         ids = pad(np.asarray(ids, np.uint64))
         rows = pad(np.asarray(rows, np.int64))
         weights = np.concatenate([np.asarray(weights, np.float64), np.zeros(size - n)])
-        return host(self._sums(payload, hyper, np.uint64(seed), np.uint64(rnd), ids, rows, weights,
-                               self.data))
+        if self._data is None:
+            self._data = {k: jnp.asarray(v) for k, v in self.arrays.items()}
+        return host(_client_sums(self.rule, self.problem_rule, payload, hyper, np.uint64(seed),
+                                 np.uint64(rnd), ids, rows, weights, self._data))
 
 
 class Programs:
@@ -112,21 +129,11 @@ class Programs:
         if key not in self.by_key:
             rule = group.members[0].make_rule()
             problem_rule = problem.make_rule(getattr(group.hp, "batch_size", None))
-            if problem_rule is None:
-                raise TypeError(f"problem {problem.name!r} declares no rule: algorithm "
-                                f"{group.name!r} is written as a rule and needs one (Problem.rule)")
             self.by_key[key] = (problem, RuleProgram(rule, problem_rule))  # the problem kept: ids stay unique
         return self.by_key[key][1]
 
     def clear(self) -> None:
         self.by_key.clear()
-
-
-def compile_broadcast(rule):
-    """The members' broadcast (`rule.broadcast` under vmap), compiled: the driver's first piece
-    of a round, which needs no problem."""
-    run = jax.jit(jax.vmap(rule.broadcast))
-    return lambda state: host(run(state))
 
 
 def _shapes(tree) -> dict:
@@ -166,9 +173,16 @@ def check_rule(program: RuleProgram, state, hyper: dict, model_shapes: dict) -> 
     hyper = {k: np.asarray(v) for k, v in hyper.items()}
     me = Client(seed, np.uint64(0), np.uint64(0), np.int64(1), np.int64(0))
     payload = trace("broadcast", rule.broadcast, state)
-    message = trace("client", lambda p, h: rule.client(problem_rule, program.data, p, {**h, "seed": seed}, me),
-                    payload, hyper)
+    data = {k: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype) for k, v in program.arrays.items()}
+    message = trace("client", lambda p, h, d: rule.client(problem_rule, d, p, {**h, "seed": seed}, me),
+                    payload, hyper, data)
     new = trace("server", lambda s, m, h: rule.server(problem_rule, s, m, h), state, message, hyper)
     same("server", f"a state (from the client message {_shapes(message)})", new, state)
     model = trace("output", lambda s, h: rule.output(problem_rule, s, h), state, hyper)
     same("output", "a model", model, {b: jax.ShapeDtypeStruct(s, np.float64) for b, s in model_shapes.items()})
+
+
+def broadcast(rule, state) -> dict:
+    """The members' broadcast (`rule.broadcast` under vmap), compiled: the driver's first piece
+    of a round, which needs no problem."""
+    return host(_broadcast(rule, state))

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 
 from . import keys
 from .psi import Block
+from .static import Static
 
 BATCH, NOISE, NOISE2 = 1, 2, 3  # the stream tags of fco_ray.ops.random
 
@@ -75,11 +76,16 @@ def psi_lam(psi) -> float:
     return lams.pop() if len(lams) == 1 else 0.0
 
 
-class Blockwise:
-    """psi block by block (from the problem's own psi); blocks without psi pass through."""
+class Blockwise(Static):
+    """psi block by block (from the problem's own psi); blocks without psi pass through.
+    Rules of equal settings (blocks, lam, batch, the model's shapes...) are equal
+    (`fco_ray.rules.static`): they compile to one program; the data comes as an argument."""
+
+    static_skip = ("problem",)
 
     def __init__(self, problem, blocks: dict[str, Block]):
         self.problem, self.lam = problem, psi_lam(problem.psi)
+        self.shapes = {b: tuple(s) for b, s in problem.shapes.items()}
         self.blocks = {b: blocks.get(b, Block(None)) for b in problem.shapes}
 
     def with_route(self, route: str) -> "Blockwise":

@@ -14,6 +14,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
+from .static import Static
+
 
 def soft_threshold(x, tau):
     """x - clip(x, -tau, tau) (`prox.soft_threshold`'s floats)."""
@@ -97,7 +99,7 @@ def polar(x):
     return spectral_map(x, keep, route="qr")[0]
 
 
-class Block:
+class Block(Static):
     """psi on one block: lam times a penalty (`l1`, `nuclear` or None) plus a ball of
     `radius` (inf: none), the box or (`spectral`) the spectral ball: the pairs with an exact
     prox are l1 + box and nuclear + spectral ball."""

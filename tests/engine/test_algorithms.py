@@ -172,16 +172,20 @@ def test_sample_weighted_aggregation():
     hp = dict(client_lr=0.01, local_steps=2, batch_size=2, clients_per_round=None)
     uni = ALGORITHMS["fedavg"](FederatedHyper(name="fedavg", **hp))
     wtd = ALGORITHMS["fedavg"](FederatedHyper(name="fedavg", weighting="samples", **hp))
-    w0 = problem.init_params(generator(0, INIT_TAG))
     from fco_ray.ops.random import Key
 
     ids = np.arange(3)
-    msgs = uni.client_update(problem, {"w": w0}, ids, Key(0, 0, ids))
     backend = LocalBackend(problem)
-    total_u, weight_u = backend.map_clients(make_group([uni]), {"w": w0}, ids, Key(0, 0, ids))
-    total_w, weight_w = backend.map_clients(make_group([wtd]), {"w": w0}, ids, Key(0, 0, ids))
-    np.testing.assert_allclose(total_u["w"] / weight_u, msgs["w"].mean(axis=0), rtol=1e-12)
-    expected = np.average(msgs["w"], axis=0, weights=[4, 8, 20])
+    uniform, weighted = make_group([uni]), make_group([wtd])
+    payload = uniform.broadcast(uniform.start(problem, 0))
+    # each client's own message: a sum over that client alone (weight 1)
+    msgs = np.stack([backend.map_clients(uniform, payload, ids[[c]], Key(0, 0, ids[[c]]))[0]["w"]
+                     for c in ids])
+    total_u, weight_u = backend.map_clients(uniform, payload, ids, Key(0, 0, ids))
+    total_w, weight_w = backend.map_clients(weighted, payload, ids, Key(0, 0, ids))
+    assert weight_u == 3 and weight_w == 4 + 8 + 20
+    np.testing.assert_allclose(total_u["w"] / weight_u, msgs.mean(axis=0), rtol=1e-12)
+    expected = np.average(msgs, axis=0, weights=[4, 8, 20])
     np.testing.assert_allclose(total_w["w"] / weight_w, expected, rtol=1e-12)
 
 

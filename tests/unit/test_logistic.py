@@ -2,6 +2,8 @@
 feasibility of every constrained iterate, configuration errors."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
@@ -126,47 +128,46 @@ def test_feddualavg_sparser_than_fedmid_on_digits(seed):
     assert dual["train_accuracy"] >= mid["train_accuracy"] - 0.03
 
 
-class CheckedProblem:
-    """Wraps a problem: every point a gradient is taken at must be feasible."""
+def checked_problem(problem):
+    """The problem as an instance of a subclass without a rule of its own, whose clients'
+    gradients (called back from the algorithm's compiled rule, `fco_ray.rules.numpy_problem`)
+    assert that every point a gradient is taken at is feasible, and count the calls."""
 
-    def __init__(self, problem):
-        self.inner = problem
-        self.checked = 0
+    class Checked(type(problem)):
+        checked = 0
 
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
+        def grad(self, params, rows, key, batch_size):
+            check_feasible(self.psi, params, "client iterate")
+            type(self).checked += 1
+            return super().grad(params, rows, key, batch_size)
 
-    def grad(self, params, rows, key, batch_size):
-        check_feasible(self.inner.psi, params, "client iterate")
-        self.checked += 1
-        return self.inner.grad(params, rows, key, batch_size)
-
-
-def checked_algorithm(name: str, hp: dict):
-    """The registered algorithm, asserting that the server's model is feasible after every
-    server update (not only at evaluated rounds)."""
-    base = ALGORITHMS[name]
-
-    class Checked(base):
-        rounds_checked = 0
-
-        def server_update(self, problem, state, mean, rnd):
-            state = super().server_update(problem, state, mean, rnd)
-            check_feasible(problem.psi, self.output(problem, state), f"{name} round {rnd}")
-            type(self).rounds_checked += 1
-            return state
-
-    return Checked(base.Hyper(name=name, **hp))
+    wrapped = copy.copy(problem)
+    wrapped.__class__ = Checked
+    return wrapped
 
 
 def run_checked(problem, name, rounds, **hp):
-    algorithm = checked_algorithm(name, hp)
-    wrapped = CheckedProblem(problem) if name in ("fedmid", "feddualavg") else problem
-    result = run_one(wrapped, algorithm, LocalBackend(wrapped), rounds=rounds, eval_every=rounds, seed=0)
+    """A run of the registered algorithm that asserts the server's model is feasible after
+    every round (its state at every round, as checkpoints see it: not only evaluated rounds),
+    and, for the methods whose clients take gradients only at prox outputs, every client
+    iterate a gradient is taken at."""
+    algorithm = ALGORITHMS[name](ALGORITHMS[name].Hyper(name=name, **hp))
+    wrapped = checked_problem(problem) if name in ("fedmid", "feddualavg") else problem
+    seen = []
+
+    def check(snapshot):
+        group_state = snapshot.state
+        state = {k: (v[0] if isinstance(v, np.ndarray) else {b: x[0] for b, x in v.items()})
+                 for k, v in group_state.items()}
+        check_feasible(problem.psi, algorithm.output(problem, state), f"{name} round {snapshot.round}")
+        seen.append(snapshot.round)
+
+    result = run_one(wrapped, algorithm, LocalBackend(wrapped), rounds=rounds, eval_every=rounds, seed=0,
+                     checkpoint_every=1, on_checkpoint=check)
     assert result.status == "finished"
-    assert type(algorithm).rounds_checked == rounds
+    assert seen == list(range(1, rounds + 1))
     if name in ("fedmid", "feddualavg"):  # clients take gradients only at prox outputs
-        assert wrapped.checked == rounds * algorithm.hp.local_steps
+        assert type(wrapped).checked == rounds * algorithm.hp.local_steps  # one call a step, all clients
     return result.records[-1]
 
 

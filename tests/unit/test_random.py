@@ -165,23 +165,3 @@ def test_draws_are_pinned_by_a_fingerprint():
         h.update(key.uniform((3, 2)).tobytes())
         h.update(key.normal((4,)).tobytes())
     assert h.hexdigest() == "8389a5b25141bc8382a9111d78c80a0800a8923d665226857c369418934462bd"
-
-
-def test_a_stacked_keys_member_rows_draw_once_and_get_the_same_numbers():
-    """Rows of a stacked group (a key with `members` = G: runs of G equal ids) get exactly the
-    numbers of their client, whether drawn per row or once per client and repeated."""
-    from fco_ray.ops.random import Key
-
-    ids = np.array([4, 9, 2], dtype=np.uint64)
-    stacked = np.repeat(ids, 5)
-    assert list(Key(3, 7, stacked, 2, members=5).per_client().client_ids) == list(ids)
-    for draw in ("uniform", "normal"):
-        once = getattr(Key(3, 7, ids, 2), draw)((6,))
-        rows = getattr(Key(3, 7, stacked, 2, members=5), draw)((6,))
-        per_row = getattr(Key(3, 7, stacked, 2), draw)((6,))  # drawn row by row: the same
-        np.testing.assert_array_equal(rows, np.repeat(once, 5, axis=0))
-        np.testing.assert_array_equal(per_row, rows)
-        for i, client in enumerate(stacked):
-            one = getattr(Key(3, 7, np.array([client]), 2), draw)((6,))
-            np.testing.assert_array_equal(rows[i], one[0])
-        assert getattr(Key(3, 7, stacked, 2, members=5).with_step(4), draw)((2,)).shape == (15, 2)

@@ -1,0 +1,83 @@
+"""The composite family's K local steps on the least-squares problems (E1 lasso, and any
+`LeastSquares` rule) under an l1 penalty or none, as the numba whole-step kernel
+`kernels.least_squares_steps`: one compiled call per block of clients, a fused group's
+members sharing each minibatch (two BLAS products per step for G models).
+
+It serves the rules `PrimalAveraging` (FedAvg, FedAvg with subgradients, FedMiD, FedMiD-OSP,
+local) and `DualAveraging` (FedDualAvg, FedDualAvg-OSP) through the kernel's thresholds:
+
+    u = prox_{pre[k] psi}(w);  g = grad f_batch(u) (+ lam sign(w));  w = prox_{post[k] psi}(w - lr g)
+
+PrimalAveraging: pre = 0, post = lr lam with a prox step, the subgradient term for `subgrad`;
+DualAveraging: pre = (etat + lr k) lam with the client prox, post = 0.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.random import BATCH
+
+
+def l1_weight(psi) -> float | None:
+    """lam if psi is lam ||w||_1 (or zero) on the block `w` and nothing else, else None."""
+    regs = getattr(psi, "regs", None)
+    if regs is None or set(regs) - {"w"}:
+        return None
+    reg = regs.get("w")
+    if reg is None or (reg.penalty is None and reg.constraint is None):
+        return 0.0
+    if reg.penalty == "l1" and reg.constraint is None:
+        return float(reg.lam)
+    return None
+
+
+class LeastSquaresL1:
+    name = "least_squares_l1"
+    rules = ("fco_ray.rules.algorithms:PrimalAveraging", "fco_ray.rules.algorithms:DualAveraging")
+    problem_rule = "fco_ray.rules.problems:LeastSquares"
+
+    def serves(self, group, problem) -> bool:
+        """Minibatches, psi an l1 penalty (or none) on `w`, a vector model `w` plus `b`."""
+        return (getattr(group.hp, "batch_size", None) is not None and l1_weight(problem.psi) is not None
+                and set(problem.shapes) == {"w", "b"} and len(problem.shapes["w"]) == 1)
+
+    def client_sums(self, group, problem, payload, rows, key, weights) -> dict:
+        rows = np.asarray(rows)
+        ids = np.asarray(key.client_ids, dtype=np.uint64).reshape(-1)
+        if len(ids) != len(rows):  # the kernel does not check bounds
+            raise ValueError(f"key has {len(ids)} client ids for {len(rows)} rows")
+        clients, g, steps = len(rows), group.size, group.hp.local_steps
+        hyper = group.rule_hyper(l1_weight(problem.psi))
+        lr, lam = np.tile(hyper["client_lr"], clients), np.tile(hyper["lam"], clients)  # client-major rows
+        dual = "z" in payload
+        model = payload["z"] if dual else payload["w"]
+        # each client's G rows start at the members' models: w (C G, P), b (C G,), updated in place
+        start_w = np.asarray(model["w"], float).reshape(g, -1)
+        start_b = np.asarray(model["b"], float).reshape(g)
+        w = np.ascontiguousarray(np.tile(start_w, (clients, 1)))
+        b = np.tile(start_b, clients)
+        zeros = np.zeros((steps, clients * g))
+        rule = group.members[0]
+        if dual:
+            etat = np.tile(np.asarray(payload["etat"], float).reshape(g), clients)
+            pre = (etat[None, :] + lr[None, :] * np.arange(steps)[:, None]) * lam if rule.client_prox else zeros
+            post, sub_lam = zeros, np.zeros(clients * g)
+        else:
+            pre = zeros
+            post = np.broadcast_to(lr * lam, (steps, clients * g)) if rule.client_step == "prox" else zeros
+            sub_lam = lam if rule.client_step == "subgrad" else np.zeros(clients * g)
+        from ..ops import kernels  # numba: at the first round, not with the schemas
+
+        sizes, offsets = problem.row_ranges(rows)
+        x = problem.train.arrays["x"].reshape(problem.train.num_clients * problem.train.max_samples, -1)
+        kernels.least_squares_steps(x, problem.train.arrays["y"].reshape(-1), key.seed, key.round, BATCH,
+                                    ids, sizes, offsets, group.hp.batch_size, w, b, np.ascontiguousarray(lr),
+                                    np.ascontiguousarray(pre), np.ascontiguousarray(post),
+                                    np.ascontiguousarray(sub_lam))
+        weights = np.asarray(weights, float)
+        dw = (w.reshape(clients, g, -1) - start_w) * weights[:, None, None]
+        db = (b.reshape(clients, g) - start_b) * weights[:, None]
+        return {"w": dw.sum(axis=0).reshape((g,) + problem.shapes["w"]), "b": db.sum(axis=0)}
+
+
+LEAST_SQUARES_L1 = LeastSquaresL1()
