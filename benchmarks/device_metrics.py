@@ -32,6 +32,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import numpy as np  # noqa: E402
+from fco_ray.runtime.files import write_file  # noqa: E402
 
 FULL = {"problem": {"name": "bilinear_l1", "n": 150, "m": 300, "clients": 40, "data_seed": 0},
         "G": 16, "rounds": 60}
@@ -145,8 +146,8 @@ def main(argv=None) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "device_metrics.json").write_text(json.dumps(record, indent=1) + "\n")
-        (out / "device_metrics.md").write_text(text)
+        write_file(out / "device_metrics.json", json.dumps(record, indent=1) + "\n")
+        write_file(out / "device_metrics.md", text)
     return 0
 
 

@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 # Imported on first use: `import fco_ray` (the CLI, a Ray worker) must not pay for numba,
 # scipy and pandas before it needs them (`fco-ray --version` or a missing file: ~0.2 s).
-_LAZY = {"ALGORITHMS": ".algorithms", "Algorithm": ".algorithms", "register_algorithm": ".registry",
+_LAZY = {"ALGORITHMS": ".algorithms", "Algorithm": ".algorithms", "register_algorithm": ".algorithms",
          "RuleAlgorithm": ".algorithms.rule_based",
          "PROBLEMS": ".problems", "ClientData": ".problems", "Problem": ".problems",
          "ProblemParams": ".problems", "register_problem": ".problems", "run": ".api",

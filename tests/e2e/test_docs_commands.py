@@ -100,7 +100,8 @@ def test_the_device_session_script_parses_and_its_steps_take_its_options():
     command = next(c for c in page_commands("gpu.md") if "device_session.sh" in c)
     script = REPO / shlex.split(command)[1]
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
-    steps = re.findall(r"^\s*python3 ((?:benchmarks|results)/\S+\.py) ([^|\n]*)", script.read_text(), re.M)
+    # each step runs as `limited NAME SECONDS bash -c "python3 SCRIPT ARGS | tail ..."`
+    steps = re.findall(r"python3 ((?:benchmarks|results)/\S+\.py) ([^|\n\"]*)", script.read_text())
     assert len(steps) >= 3, steps
     for path, args in steps:
         assert (REPO / path).exists(), path
