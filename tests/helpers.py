@@ -70,11 +70,16 @@ def run_one(problem, algorithm, backend, **kwargs):
 
 
 def run_fused(problem, members, backend, lams=None, **kwargs):
-    """Configurations of one algorithm as one stacked group: a RunResult per member."""
+    """Configurations of one algorithm as one group (`make_group`: a rule's RuleGroup, an SVRG
+    family's Stacked): a RunResult per member."""
     from fco_ray.core.engine import run_rounds
-    from fco_ray.core.group import Stacked
+    from fco_ray.core.group import make_group
 
-    return run_rounds(problem, Stacked(members, lams), backend, **kwargs)
+    if lams is None and len(members) == 1 and not members[0].rule_only:
+        from fco_ray.core.group import Stacked
+
+        return run_rounds(problem, Stacked(members), backend, **kwargs)
+    return run_rounds(problem, make_group(members, lams), backend, **kwargs)
 
 
 def run_group(configs, on_round=None, **checkpoints):

@@ -1,14 +1,16 @@
-"""The composite family's compiled local loop (`LinearRegression.composite_steps`, one
-kernel call for K steps of every stacked row) gives the numbers of the step-by-step Python
-loop it replaces (prox, minibatch gradient, axpy), for every composite rule, single runs and
-fused groups, l1 and zero penalties; and it steps aside where it does not apply."""
+"""The composite family's numba accelerator on least squares (`fco_ray.accelerators.least_squares`,
+one kernel call for K steps of every client and member) beside the rule it accelerates, where
+tests/engine/test_accelerators.py does not look: a fused group with a member that diverges,
+where it steps aside, and the problem's own hooks (a subclass's gradient and metrics)."""
 import numpy as np
 import pytest
 
+from fco_ray import accelerators
+from fco_ray.accelerators.least_squares import LEAST_SQUARES_L1
 from fco_ray.algorithms import ALGORITHMS
 from fco_ray.backends import LocalBackend
 from fco_ray.core.config import parse_run
-from fco_ray.ops.random import Key
+from fco_ray.core.group import make_group
 from fco_ray.problems import build_problem
 from fco_ray.problems.linear import LinearRegression
 
@@ -25,9 +27,9 @@ def build(section, name, **hp):
     return build_problem(cfg.problem, 0), ALGORITHMS[name](cfg.algorithm)
 
 
-def step_by_step(monkeypatch):
-    """The same runs without the compiled loop: the algorithm's own Python steps."""
-    monkeypatch.setattr(LinearRegression, "composite_steps", lambda self, *a, **k: None)
+def choose(monkeypatch, accelerated: bool):
+    """Runs with the accelerator wherever it serves, or with the rule compiled."""
+    monkeypatch.setattr(accelerators, "faster", lambda name, group, speeds=None: accelerated)
 
 
 def rows(result):
@@ -42,56 +44,34 @@ def assert_rows_close(a, b, rtol=1e-12):
             np.testing.assert_allclose(x[k], y[k], rtol=rtol, atol=1e-14, err_msg=k)
 
 
-@pytest.mark.parametrize("lam", [0.1, 0.0])
-@pytest.mark.parametrize("name", COMPOSITE)
-def test_compiled_loop_equals_the_python_steps(name, lam, monkeypatch):
-    hp = {"local_steps": 4, "batch_size": 5, "client_lr": 0.01, "server_lr": 1.0}
-    if name != "local":
-        hp["clients_per_round"] = 4
-    problem, algorithm = build({**LASSO, "lam": lam}, name, **hp)
-    compiled = run_one(problem, algorithm, LocalBackend(problem), rounds=6, eval_every=2, seed=3)
-    with monkeypatch.context() as m:
-        step_by_step(m)
-        python = run_one(problem, algorithm, LocalBackend(problem), rounds=6, eval_every=2, seed=3)
-    assert compiled.status == python.status == "finished"
-    assert_rows_close(rows(compiled), rows(python))
-    # the compiled loop really ran (it is not the same code path twice)
-    assert problem.composite_steps(
-        {"w": np.zeros((1, LASSO["dim"])), "b": np.zeros(1)}, np.array([0]),
-        Key(0, 0, np.array([0])), 5, 0.01,
-        np.zeros(2), np.zeros(2), False) is not None
-
-
 @pytest.mark.parametrize("name", ["fedmid", "feddualavg", "fedavg_subgrad"])
-def test_a_fused_group_through_the_compiled_loop_equals_the_python_steps(name, monkeypatch):
+def test_a_fused_group_through_the_accelerator_equals_the_rule(name, monkeypatch):
     grid = [{"client_lr": lr, "server_lr": s} for lr in (0.003, 0.01, 0.3) for s in (1.0, 0.3)]
     fixed = {"local_steps": 3, "batch_size": 4, "clients_per_round": 4}
     problem, _ = build(LASSO, name, **fixed)
     members = [build(LASSO, name, **fixed, **g)[1] for g in grid]
+    assert LEAST_SQUARES_L1.serves(make_group(members), problem)
+    choose(monkeypatch, True)
     compiled = run_fused(problem, members, LocalBackend(problem), rounds=10, eval_every=2, seed=1,
                          divergence=1e3)
-    with monkeypatch.context() as m:
-        step_by_step(m)
-        python = run_fused(problem, members, LocalBackend(problem), rounds=10, eval_every=2,
-                           seed=1, divergence=1e3)
+    choose(monkeypatch, False)
+    python = run_fused(problem, members, LocalBackend(problem), rounds=10, eval_every=2,
+                       seed=1, divergence=1e3)
     assert [r.status for r in compiled] == [r.status for r in python]
     assert "diverged" in [r.status for r in compiled]  # client_lr 0.3 blows up
     for a, b in zip(compiled, python):
         assert_rows_close(rows(a), rows(b))
 
 
-def test_the_compiled_loop_steps_aside_where_it_does_not_apply():
-    """Full-batch steps, a nuclear penalty or a constraint: the algorithm's own steps."""
-    key = type("K", (), {"client_ids": np.array([0]), "seed": 0, "round": 0})()
-    lasso, _ = build(LASSO, "fedmid")
-    params = {"w": np.zeros((1, LASSO["dim"])), "b": np.zeros(1)}
-    assert lasso.composite_steps(params, np.array([0]), key, None, 0.1, np.zeros(2), np.zeros(2),
-                                 False) is None
-    lowrank, _ = build({"name": "lowrank", "clients": 4, "dim": 4, "rank": 2,
-                        "samples_per_client": 8, "val_clients": 1}, "fedmid")
-    params = {"w": np.zeros((1, 4, 4)), "b": np.zeros(1)}
-    assert lowrank.composite_steps(params, np.array([0]), key, 2, 0.1, np.zeros(2), np.zeros(2),
-                                   False) is None
+def test_the_accelerator_steps_aside_where_it_does_not_apply():
+    """Full-batch steps, a nuclear penalty (a matrix model): the rule runs."""
+    lasso, full = build(LASSO, "fedmid", batch_size=None)
+    assert not LEAST_SQUARES_L1.serves(make_group([full]), lasso)
+    lowrank, algorithm = build({"name": "lowrank", "clients": 4, "dim": 4, "rank": 2,
+                                "samples_per_client": 8, "val_clients": 1}, "fedmid")
+    assert not LEAST_SQUARES_L1.serves(make_group([algorithm]), lowrank)
+    served, algorithm = build(LASSO, "fedmid")
+    assert LEAST_SQUARES_L1.serves(make_group([algorithm]), served)
 
 
 def test_stacked_metrics_equal_one_by_one():
@@ -108,8 +88,9 @@ def test_stacked_metrics_equal_one_by_one():
 
 
 def test_a_subclass_with_its_own_gradient_gets_it_called():
-    """The compiled loop computes the least-squares gradient itself: a subclass that
-    overrides `grad` (or `loss_and_grad`) runs the algorithm's steps, with its gradient."""
+    """The rule and its accelerator compute the least-squares gradient themselves: a subclass
+    that overrides `grad` (and declares no rule of its own) gets its gradient called back from
+    the algorithm's rule, once per local step for the round's clients, with the same numbers."""
     calls = []
 
     class Counted(LinearRegression):

@@ -172,31 +172,39 @@ def test_infeasible_points_have_infinite_gap_and_objective():
     assert p.metrics(z)["train_loss"] == np.inf
 
 
+def rule_operator(p, z, m, k, stream, seed=0, rnd=5):
+    """The problem rule's operator (fco_ray.rules.problems.Bilinear) of client m at one model z."""
+    import jax.numpy as jnp
+
+    from fco_ray.rules.problems import Client
+
+    rule = p.make_rule(None)
+    data = {name: jnp.asarray(v) for name, v in rule.arrays().items()}
+    me = Client(np.uint64(seed), np.uint64(rnd), np.uint64(m), np.int64(1), np.int64(0))
+    return {b: np.asarray(v) for b, v in rule.grad(data, z, me, k, stream).items()}
+
+
 def test_operator_is_grad_x_and_minus_grad_y_with_independent_noise():
     p = problem(n=4, m=6, clients=3)
     quiet = problem(n=4, m=6, clients=3, noise=0.0)
     rng = np.random.default_rng(0)
-    z = {k: rng.uniform(-D, D, size=(3,) + s) for k, s in p.shapes.items()}
-    rows = np.arange(3)
-    key = Key(0, 5, rows)
-    exact = quiet.grad(z, rows, key.with_step(0, NOISE), None)
+    z = {k: rng.uniform(-D, D, size=s) for k, s in p.shapes.items()}
+    exact = rule_operator(quiet, z, 0, 0, NOISE)
     np.testing.assert_allclose(exact["x"], z["y"] @ p.a)
     np.testing.assert_allclose(exact["y"], p.b - z["x"] @ p.a.T)
-    # f's gradient by finite differences at client 0
+    # f's gradient by finite differences
     f = lambda w: float(np.sum((p.a @ w["x"] - p.b) * w["y"]))  # noqa: E731
-    w0 = {k: v[0] for k, v in z.items()}
     for k, sign in (("x", 1.0), ("y", -1.0)):
-        e = np.zeros_like(w0[k])
+        e = np.zeros_like(z[k])
         e[1] = 1e-6
-        fd = (f({**w0, k: w0[k] + e}) - f({**w0, k: w0[k] - e})) / 2e-6
-        assert sign * exact[k][0][1] == pytest.approx(fd, rel=1e-6)
+        fd = (f({**z, k: z[k] + e}) - f({**z, k: z[k] - e})) / 2e-6
+        assert sign * exact[k][1] == pytest.approx(fd, rel=1e-6)
     # noise: at z = 0 the operator is (0, b), so grad - (0, b) is the noise itself
     big = problem(n=300, m=600, clients=2)
-    z0 = {k: np.zeros((2,) + s) for k, s in big.shapes.items()}
-    key = Key(1, 0, np.arange(2))
+    z0 = {k: np.zeros(s) for k, s in big.shapes.items()}
 
-    def noise(stream):
-        g = big.grad(z0, np.arange(2), key.with_step(0, stream), None)
+    def noise(stream, client=0):
+        g = rule_operator(big, z0, client, 0, stream, seed=1, rnd=0)
         return np.concatenate([g["x"].ravel(), (g["y"] - big.b).ravel()])
 
     n1, n2 = noise(NOISE), noise(NOISE2)
@@ -204,7 +212,7 @@ def test_operator_is_grad_x_and_minus_grad_y_with_independent_noise():
     assert np.std(n1) == pytest.approx(0.1, rel=0.05) and abs(np.mean(n1)) < 0.01
     assert abs(np.corrcoef(n1, n2)[0, 1]) < 0.1  # the two calls of a step: independent draws
     assert abs(np.corrcoef(n1[:300], n1[600:900])[0, 1]) < 0.15  # blocks: different numbers
-    assert abs(np.corrcoef(n1[:900], n1[900:])[0, 1]) < 0.1  # clients: different numbers
+    assert abs(np.corrcoef(n1, noise(NOISE, client=1))[0, 1]) < 0.1  # clients: different numbers
 
 
 def test_metrics_density_and_ranks():
@@ -229,10 +237,16 @@ def prox(p, z, t):
 
 
 def grad1(p, z, m, rnd, k, stream, seed):
-    """Operator of client m alone (the engine's noise is keyed by the global client id)."""
-    key = Key(seed, rnd, np.array([m])).with_step(k, stream)
-    g = p.grad({kk: v[None] for kk, v in z.items()}, np.array([m]), key, None)
-    return {kk: v[0] for kk, v in g.items()}
+    """Operator of client m alone, written from its formula: (A^T y, b - A x) plus sigma N(0, 1)
+    per entry, one draw of nx + ny numbers (x first) keyed by (seed, round, step k, stream,
+    the global client id m)."""
+    g = {"x": p.a.T @ z["y"], "y": p.b - p.a @ z["x"]}
+    sigma = p.info["noise"]
+    if sigma:
+        nx = z["x"].size
+        noise = sigma * Key(seed, rnd, np.array([m])).with_step(k, stream).normal((nx + z["y"].size,))[0]
+        g = {"x": g["x"] + noise[:nx].reshape(z["x"].shape), "y": g["y"] + noise[nx:].reshape(z["y"].shape)}
+    return g
 
 
 def ref_feddualex(p, z0, rounds, lr, slr, steps, seed):
