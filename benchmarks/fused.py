@@ -4,7 +4,7 @@
                                          [--sweep-rounds R] [--set K=V] [--only rounds,grid,sweep] [--out FILE]
 
 rounds  per-round cost of one configuration (engine.run_rounds) and of a fused group of G
-        configurations (engine.run_rounds of a group.Stacked) on the same problem, interleaved A, B, A, B, ... so
+        configurations (engine.run_rounds of the group make_group forms) on the same problem, interleaved A, B, A, B, ... so
         both see the same load: E1 (lasso, paper defaults, FedDualAvg, the 42 rate pairs of
         sweeps/e1_lasso.yaml), E2 (lowrank, the same grid), E5 (bilinear_l1, K = 10, FeDualEx,
         the paper's 35 pairs). Reported: ms per round (min and median), the group's cost in
@@ -36,12 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 import numpy as np  # noqa: E402
 
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
-from fco_ray.algorithms.composite import DualAveraging, PrimalAveraging  # noqa: E402
 from fco_ray.backends import LocalBackend  # noqa: E402
 from fco_ray.core.config import parse_run  # noqa: E402
 from fco_ray.core.engine import run_rounds  # noqa: E402
-from fco_ray.core.group import Stacked, make_group  # noqa: E402
-from fco_ray.ops.random import Key  # noqa: E402
+from fco_ray.core.group import make_group  # noqa: E402
 from fco_ray.problems import build_problem  # noqa: E402
 from fco_ray.runtime.files import write_file  # noqa: E402
 
@@ -73,10 +71,9 @@ def timed(fn) -> tuple[float, float]:
 
 
 def per_round(rounds: int, repeats: int, cases: dict, record: list) -> list[str]:
-    """For each case: one configuration and the fused group, with the composite family's
-    compiled local loop (the default) and without it (the algorithm's Python steps, as
-    before the loop existed; only where the loop applies), interleaved so all see the same
-    load. Times per round (evaluations every 20 rounds, as the E1 and E2 sweeps, and at
+    """For each case: one configuration and the fused group, with the registered accelerator
+    of the pair (the default where its record finds it faster) and with the rule compiled
+    (only where an accelerator serves the case), interleaved so all see the same load. Times per round (evaluations every 20 rounds, as the E1 and E2 sweeps, and at
     round 0): wall min / median, and CPU median; each line also appended to `record` as a dict."""
     lines = ["| case | G | local loop | one configuration, ms/round: wall min / median (CPU) | "
              "fused group, ms/round: wall min / median (CPU) | group cost in single rounds "
@@ -90,21 +87,21 @@ def per_round(rounds: int, repeats: int, cases: dict, record: list) -> list[str]
         algorithms = [ALGORITHMS[algorithm](c.algorithm) for c in cfgs]
         # a stable member (the smallest rates) times the single run: a diverged run stops early
         stable = min(range(len(grid)), key=lambda i: grid[i]["client_lr"] * grid[i]["server_lr"])
-        loops = ["compiled", "Python steps"] if uses_compiled_loop(problem, algorithms[0]) else ["-"]
+        loops = ["accelerator", "rule"] if accelerated(problem, algorithms) else ["-"]
         times = {loop: {"single": [], "fused": []} for loop in loops}
         before = os.getloadavg()[0]
         every = min(20, rounds)  # E1-E2 sweeps evaluate every 20 rounds
         for rep in range(repeats + 1):  # the first repeat warms up (compilation, caches)
             for loop in loops:
-                with python_steps(problem, loop == "Python steps"):
+                with choice(loop):
                     one = timed(lambda: run_rounds(problem, make_group([algorithms[stable]]), backend, rounds=rounds,
                                                    eval_every=every, seed=0, divergence=None))
-                    group = timed(lambda: run_rounds(problem, Stacked(algorithms), backend, rounds=rounds,
+                    group = timed(lambda: run_rounds(problem, make_group(algorithms), backend, rounds=rounds,
                                                     eval_every=every, seed=0, divergence=None))
                 if rep:
                     times[loop]["single"].append([t / rounds for t in one])
                     times[loop]["fused"].append([t / rounds for t in group])
-        results = run_rounds(problem, Stacked(algorithms), backend, rounds=2, eval_every=2, seed=0,
+        results = run_rounds(problem, make_group(algorithms), backend, rounds=2, eval_every=2, seed=0,
                             divergence=None)
         g = len(algorithms)
         alive = sum(r.status == "finished" for r in results)
@@ -126,25 +123,29 @@ def per_round(rounds: int, repeats: int, cases: dict, record: list) -> list[str]
     return lines
 
 
-def uses_compiled_loop(problem, algorithm) -> bool:
-    """Whether the composite family's compiled local loop runs this case."""
-    params = {k: np.zeros((1,) + s) for k, s in problem.shapes.items()}
-    return isinstance(algorithm, (PrimalAveraging, DualAveraging)) and problem.composite_steps(
-        params, np.array([0]), Key(0, 0, np.array([0])), algorithm.hp.batch_size, 0.0,
-        np.zeros(1), np.zeros(1), False) is not None
+def accelerated(problem, algorithms) -> bool:
+    """Whether a registered accelerator serves this case (fco_ray.accelerators)."""
+    from fco_ray.accelerators import registered
+
+    group = make_group(algorithms)
+    rule = problem.make_rule(getattr(group.hp, "batch_size", None))
+    return getattr(group, "runs_rule", False) and any(acc.serves(group, problem) for acc in registered(group, rule))
 
 
 @contextlib.contextmanager
-def python_steps(problem, on: bool):
-    """Without the compiled local loop (the algorithm's own steps), if `on`."""
-    if not on:
+def choice(loop: str):
+    """The accelerator forced on ("accelerator") or off ("rule"); "-": the engine's own choice."""
+    from fco_ray import accelerators
+
+    if loop == "-":
         yield
         return
-    problem.composite_steps = lambda *a, **k: None  # an instance attribute: this problem only
+    saved = accelerators.faster
+    accelerators.faster = lambda name, group, speeds=None: loop == "accelerator"
     try:
         yield
     finally:
-        del problem.composite_steps
+        accelerators.faster = saved
 
 
 def grid(rounds: int, repeats: int, record: dict) -> list[str]:

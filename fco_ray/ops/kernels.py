@@ -4,11 +4,11 @@
   (SplitMix64 of a key prefix, client id and element counter), one compiled loop instead of
   about 20 NumPy calls on small arrays. The numbers are bit-for-bit those of the formula
   (tests/unit/test_random.py checks them against a pure-Python SplitMix64).
-- `linear_grad` / `sampled_linear_grad`: the minibatch gradient of a linear model with
-  squared loss (the second also draws the minibatch, as `Problem.sample_rows`), fused: each
-  sampled row is read once from the client data (no gathered copy of the minibatch), its
-  residual and its contribution to the gradient are computed while it is in cache. Same
-  numbers as gather + two `matmul`s up to summation order (tests/unit/test_linear_problems.py).
+- `least_squares_steps`: the composite family's K local steps on least squares under an l1
+  penalty, all clients and members of a round in one call (the accelerator of
+  `fco_ray.accelerators.least_squares`): each sampled row is read once from the client data
+  (no gathered copy of the minibatch for a lone model), its residual and its contribution to
+  the gradient computed while it is in cache; equal to its rule (tests/engine/test_accelerators.py).
 - `soft_threshold`: the l1 prox in one pass (tests/unit/test_prox.py).
 
 Kernels are compiled on first use and cached next to this file (`cache=True`), so a new
@@ -146,71 +146,6 @@ def keyed_integers(seed, rnd, step, stream, ids, highs, count):
 # reassoc: the dot products may be summed in SIMD lanes (a different summation order than
 # BLAS, as BLAS differs from a plain loop); no flag that assumes finite values, so NaN and
 # inf propagate and divergence is still detected.
-@njit(cache=CACHE, fastmath={"reassoc", "contract"})
-def linear_grad(x, y, flat, w, b, scale):
-    """Gradient of sum_j scale * 1/2 (<x_i, w_c> + b_c - y_i)^2 over the rows i = flat[c, j].
-
-    x: (rows, P) all samples of all clients, y: (rows,), flat: (C, B) row indices,
-    w: (C, P), b: (C,). Returns (C, P) and (C,).
-
-    Rows are taken four at a time: four residual dot products in one pass over w, then one
-    pass adding the four rows to the gradient. Four rows streamed at once keep more memory
-    reads in flight than one (the rows of a fresh client come from DRAM): 32 us instead of
-    47 us for an E1 step of 10 clients x 10 rows from cold memory
-    (benchmarks/results/step_profile.md).
-    """
-    clients, batch = flat.shape
-    dim = x.shape[1]
-    gw = np.zeros((clients, dim))
-    gb = np.empty(clients)
-    for c in range(clients):
-        wc, out, bias = w[c], gw[c], b[c]
-        total = 0.0
-        j = 0
-        while j + 4 <= batch:
-            i0, i1, i2, i3 = flat[c, j], flat[c, j + 1], flat[c, j + 2], flat[c, j + 3]
-            x0, x1, x2, x3 = x[i0], x[i1], x[i2], x[i3]
-            r0 = r1 = r2 = r3 = 0.0
-            for p in range(dim):
-                r0 += x0[p] * wc[p]
-                r1 += x1[p] * wc[p]
-                r2 += x2[p] * wc[p]
-                r3 += x3[p] * wc[p]
-            r0 = (r0 + bias - y[i0]) * scale
-            r1 = (r1 + bias - y[i1]) * scale
-            r2 = (r2 + bias - y[i2]) * scale
-            r3 = (r3 + bias - y[i3]) * scale
-            total += r0 + r1 + r2 + r3
-            for p in range(dim):
-                out[p] += r0 * x0[p] + r1 * x1[p] + r2 * x2[p] + r3 * x3[p]
-            j += 4
-        for j in range(j, batch):  # the last batch % 4 rows, one at a time
-            i0 = flat[c, j]
-            x0 = x[i0]
-            r0 = 0.0
-            for p in range(dim):
-                r0 += x0[p] * wc[p]
-            r0 = (r0 + bias - y[i0]) * scale
-            total += r0
-            for p in range(dim):
-                out[p] += r0 * x0[p]
-        gb[c] = total
-    return gw, gb
-
-
-@njit(cache=CACHE)
-def sampled_linear_grad(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, w, b):
-    """`linear_grad` of a minibatch of `batch` rows per client drawn as `Problem.sample_rows`
-    draws them: client c (key id ids[c], sizes[c] real rows from row offsets[c] of x) takes
-    rows offsets[c] + keyed_integers(seed, rnd, step, stream, ids, sizes, batch)[c], with
-    weights 1 / batch. One compiled call per local step."""
-    flat = keyed_integers(seed, rnd, step, stream, ids, sizes, batch)
-    for c in range(flat.shape[0]):
-        for j in range(batch):
-            flat[c, j] += offsets[c]
-    return linear_grad(x, y, flat, w, b, 1.0 / batch)
-
-
 @njit(cache=CACHE)
 def soft_threshold(x, tau):
     """x - clip(x, -tau, tau) elementwise on a 1-D array (one pass, one new array): the same
@@ -266,7 +201,7 @@ def _prox_step(w, g, step, t, sub_lam):
 def _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post, sub_lam):
     """`least_squares_steps` for one model per client: the minibatch rows are read where they
     are (no gathered copy, no BLAS call for a 1 x B product), residuals by dot products and
-    the gradient by B axpys. Same floating-point model as `linear_grad` (reassociated,
+    the gradient by B axpys. Same floating-point model as the fused gradient (reassociated,
     contracted sums: vectorized; never `nnan`/`ninf`, so a diverging run still shows NaN and
     inf): equal to the gathered BLAS products up to rounding (~1e-15 relative per step)."""
     rows, dim = w.shape
@@ -318,7 +253,7 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
     Rows: w (R, P) and b (R,) are updated in place; R = C G, client c owns the G consecutive
     rows c G .. c G + G - 1 (a fused group's members, or G = 1). Client c (key id ids[c],
     sizes[c] samples from row offsets[c] of x) draws its minibatch at step k as
-    `sampled_linear_grad` does, once for its G rows; the G models' residuals and gradients
+    the rule draws them (`fco_ray.rules.keys`), once for its G rows; the G models' residuals and gradients
     on it are two matrix products (BLAS), so a group of G costs far less than G runs; a lone
     model (G = 1) reads its minibatch rows in place instead (`_lone_steps`).
     lr, sub_lam: (R,) (sub_lam 0: no subgradient term); pre, post: (K, R)."""

@@ -39,9 +39,11 @@ class LinearRegression(Problem):
         return np.einsum("cb,cb->c", wr, resid), self._grads(2.0 * wr, xf)
 
     def _overrides(self, *names: str) -> bool:
-        """Whether a subclass has its own version of any of these methods: the stacked metrics
-        compute this class's metrics themselves, and must not bypass a subclass's."""
-        return any(getattr(type(self), n) is not getattr(LinearRegression, n) for n in names)
+        """Whether a subclass (or this instance itself) has its own version of any of these
+        methods: the stacked metrics compute this class's metrics themselves, and must not
+        bypass another's."""
+        return any(n in vars(self) or getattr(type(self), n) is not getattr(LinearRegression, n)
+                   for n in names)
 
     @staticmethod
     def _residuals(params: Params, x: np.ndarray, y: np.ndarray):

@@ -16,7 +16,9 @@ nothing lives in process-wide caches.
 """
 from __future__ import annotations
 
-from functools import partial
+import copy
+from functools import lru_cache
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -24,6 +26,10 @@ import jax
 import jax.numpy as jnp
 
 from .problems import Client
+from .static import Static
+
+#: (rule, problem rule) pairs whose compiled pieces a process keeps for later runs (`pieces`)
+PROGRAMS = 32
 
 #: clients per call are padded to a power of two (weight 0): the shards of Ray actors get a
 #: varying number of a round's sampled clients, and each new count would compile anew
@@ -39,45 +45,70 @@ def host(tree):
     return jax.tree_util.tree_map(lambda v: np.array(v), tree)
 
 
-# The compiled pieces, the rule and the problem rule static (`fco_ray.rules.static`): JAX keeps
-# one program per (equal rules, shapes), reused by every later run and group of the process.
-@partial(jax.jit, static_argnums=0)
-def _broadcast(rule, state):
-    return jax.vmap(rule.broadcast)(state)
+class Compiled(NamedTuple):
+    """A rule's pieces compiled for the host executors, on the member axis."""
+
+    broadcast: Callable
+    server: Callable
+    outputs: Callable
+    client_sums: Callable
 
 
-@partial(jax.jit, static_argnums=(0, 1))
-def _server(rule, problem_rule, state, mean, hyper):
-    return jax.vmap(lambda s, m, h: rule.server(problem_rule, s, m, h))(state, mean, hyper)
+def compile_pieces(rule, problem_rule) -> Compiled:
+    """jax.jit of the rule's pieces under `jax.vmap` over members (and clients)."""
+
+    def client_sums(payload, hyper, seed, rnd, ids, rows, weights, data):
+        """sum_c weights[c] * client message, for every member: `jax.vmap` over clients
+        (outside) of `jax.vmap` over members (inside): messages (C, G, ...)."""
+
+        def client(payload, hyper, cid, row):  # one member, one client
+            size = data["sizes"][row] if "sizes" in data else jnp.int64(0)
+            offset = data["offsets"][row] if "offsets" in data else jnp.int64(0)
+            me = Client(seed, rnd, cid, size, offset)
+            return rule.client(problem_rule, data, payload, {**hyper, "seed": seed}, me)
+
+        clients = jax.vmap(jax.vmap(client, in_axes=(0, 0, None, None)), in_axes=(None, None, 0, 0))
+        messages = clients(payload, hyper, ids, rows)
+        used = weights > 0  # padding (weight 0) adds nothing, not even a NaN
+
+        def weighted(m):
+            w = weights.reshape((-1,) + (1,) * (m.ndim - 1))
+            return jnp.sum(jnp.where(used.reshape(w.shape), w * m, 0.0), axis=0)
+
+        return jax.tree_util.tree_map(weighted, messages)
+
+    return Compiled(
+        broadcast=jax.jit(jax.vmap(rule.broadcast)),
+        server=jax.jit(jax.vmap(lambda s, m, h: rule.server(problem_rule, s, m, h))),
+        outputs=jax.jit(jax.vmap(lambda s, h: (rule.output(problem_rule, s, h),
+                                               rule.extra_outputs(problem_rule, s, h)))),
+        client_sums=jax.jit(client_sums))
 
 
-@partial(jax.jit, static_argnums=(0, 1))
-def _outputs(rule, problem_rule, state, hyper):
-    """The output model and the extra outputs of every member."""
-    return jax.vmap(lambda s, h: (rule.output(problem_rule, s, h),
-                                  rule.extra_outputs(problem_rule, s, h)))(state, hyper)
+@lru_cache(maxsize=PROGRAMS)
+def _shared(rule, problem_rule) -> Compiled:
+    return compile_pieces(rule, problem_rule)
 
 
-@partial(jax.jit, static_argnums=(0, 1))
-def _client_sums(rule, problem_rule, payload, hyper, seed, rnd, ids, rows, weights, data):
-    """sum_c weights[c] * client message, for every member: `jax.vmap` over clients (outside)
-    of `jax.vmap` over members (inside): messages (C, G, ...)."""
+def pieces(rule, problem_rule) -> Compiled:
+    """The compiled pieces of (rule, problem rule): rules that compare by their settings
+    (`fco_ray.rules.static`: every built-in one) share them with every equal pair compiled
+    before in this process, the PROGRAMS most recent pairs kept (JAX holds each pair's programs
+    for the shapes it has seen); the shared copy holds no problem (`detached`), so no data
+    stays alive with it. Other rules (a user's own, a problem's NumPy callbacks) compile for
+    their executor alone. Which pieces run changes no number: it saves the compilation."""
+    if isinstance(rule, Static) and isinstance(problem_rule, Static):
+        return _shared(rule, detached(problem_rule))
+    return compile_pieces(rule, problem_rule)
 
-    def client(payload, hyper, cid, row):  # one member, one client
-        size = data["sizes"][row] if "sizes" in data else jnp.int64(0)
-        offset = data["offsets"][row] if "offsets" in data else jnp.int64(0)
-        me = Client(seed, rnd, cid, size, offset)
-        return rule.client(problem_rule, data, payload, {**hyper, "seed": seed}, me)
 
-    clients = jax.vmap(jax.vmap(client, in_axes=(0, 0, None, None)), in_axes=(None, None, 0, 0))
-    messages = clients(payload, hyper, ids, rows)
-    used = weights > 0  # padding (weight 0) adds nothing, not even a NaN
-
-    def weighted(m):
-        w = weights.reshape((-1,) + (1,) * (m.ndim - 1))
-        return jnp.sum(jnp.where(used.reshape(w.shape), w * m, 0.0), axis=0)
-
-    return jax.tree_util.tree_map(weighted, messages)
+def detached(problem_rule):
+    """A copy of a problem rule without its problem (the traced methods use only its
+    settings; `arrays()` gave the data)."""
+    out = copy.copy(problem_rule)
+    if hasattr(out, "problem"):
+        out.problem = None
+    return out
 
 
 class RuleProgram:
@@ -89,16 +120,17 @@ class RuleProgram:
         self.rule, self.problem_rule = rule, problem_rule
         self.arrays = problem_rule.arrays()  # NumPy: put on JAX's device at the first client call
         self._data = None
+        self.compiled = pieces(rule, problem_rule)
 
     def broadcast(self, state) -> dict:
-        return host(_broadcast(self.rule, state))
+        return host(self.compiled.broadcast(state))
 
     def server(self, state, mean, hyper) -> dict:
-        return host(_server(self.rule, self.problem_rule, state, mean, hyper))
+        return host(self.compiled.server(state, mean, hyper))
 
     def outputs(self, state, hyper) -> tuple[dict, dict]:
         """(the members' output models, their extra outputs by suffix)."""
-        return host(_outputs(self.rule, self.problem_rule, state, hyper))
+        return host(self.compiled.outputs(state, hyper))
 
     def client_sums(self, payload, hyper, seed: int, rnd: int, ids, rows, weights) -> dict:
         """sum_c weights[c] * message of client c (global id ids[c], data row rows[c]), for
@@ -111,8 +143,8 @@ class RuleProgram:
         weights = np.concatenate([np.asarray(weights, np.float64), np.zeros(size - n)])
         if self._data is None:
             self._data = {k: jnp.asarray(v) for k, v in self.arrays.items()}
-        return host(_client_sums(self.rule, self.problem_rule, payload, hyper, np.uint64(seed),
-                                 np.uint64(rnd), ids, rows, weights, self._data))
+        return host(self.compiled.client_sums(payload, hyper, np.uint64(seed), np.uint64(rnd), ids,
+                                              rows, weights, self._data))
 
 
 class Programs:
@@ -124,10 +156,13 @@ class Programs:
         self.by_key: dict = {}
 
     def get(self, group, problem) -> RuleProgram:
-        """The program of `group`'s rule on `problem` (the data this executor holds)."""
-        key = (group.cls, group.rule_key(), id(problem))
+        """The program of `group`'s rule on `problem` (the data this executor holds). A rule
+        that compares by its settings (`Static`: the built-in ones) is its own key; another is
+        keyed by its algorithm class and settings (a rule is made from them)."""
+        rule = group.members[0].make_rule()
+        own = rule if isinstance(rule, Static) else (group.cls, group.rule_key())
+        key = (own, id(problem))
         if key not in self.by_key:
-            rule = group.members[0].make_rule()
             problem_rule = problem.make_rule(getattr(group.hp, "batch_size", None))
             self.by_key[key] = (problem, RuleProgram(rule, problem_rule))  # the problem kept: ids stay unique
         return self.by_key[key][1]
@@ -185,4 +220,11 @@ def check_rule(program: RuleProgram, state, hyper: dict, model_shapes: dict) -> 
 def broadcast(rule, state) -> dict:
     """The members' broadcast (`rule.broadcast` under vmap), compiled: the driver's first piece
     of a round, which needs no problem."""
-    return host(_broadcast(rule, state))
+    if isinstance(rule, Static):
+        return host(_shared_broadcast(rule)(state))
+    return host(jax.jit(jax.vmap(rule.broadcast))(state))
+
+
+@lru_cache(maxsize=PROGRAMS)
+def _shared_broadcast(rule):
+    return jax.jit(jax.vmap(rule.broadcast))

@@ -276,7 +276,7 @@ class MLP(Classifier):
     softmax cross-entropy; backpropagation as there (relu'(z) = 1 where h > 0)."""
 
     def grad(self, data, params, client: Client, k, stream):
-        layers = len(self.problem.shapes) // 2
+        layers = len(self.shapes) // 2
         rows, weights = self.rows(client, k, stream)
         acts = [data["x"][rows]]
         for i in range(layers):

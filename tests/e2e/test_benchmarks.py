@@ -17,6 +17,7 @@ LOCAL = {
     "auto_engine.py": [],  # device auto beside device cpu on lone runs
     "blas_floor.py": [],
     "compiled_rounds.py": [],
+    "accelerators.py": [],  # every registered accelerator beside its rule
     "config_errors.py": [],
     "device_metrics.py": [],  # evaluating every round vs every 10 on the device backend (jax-cpu)  # bad run and sweep files refused, beside `python -c pass`  # the device backend on JAX's CPU platform beside numba
     "e7_fused.py": [],
@@ -27,7 +28,6 @@ LOCAL = {
     "mlflow_sqlite.py": [],
     "mlflow_sweep_log.py": [],
     "run.py": ["--only", "local,scaling"],
-    "step_profile.py": [],
     "test_suite.py": [],  # one small test file as each run
 }
 #: those that start a Ray cluster

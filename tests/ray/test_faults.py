@@ -25,6 +25,8 @@ import yaml
 ray = pytest.importorskip("ray")
 from ray import cloudpickle  # noqa: E402
 
+import jax  # noqa: E402
+
 import fco_ray  # noqa: E402
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.api import resolve  # noqa: E402
@@ -33,6 +35,7 @@ from fco_ray.cli import main  # noqa: E402
 from fco_ray.core.plan import build as make_problem  # noqa: E402
 from fco_ray.data.text_generator import generate_text_nodes  # noqa: E402
 from fco_ray.problems.text import SparseTextLogReg  # noqa: E402
+from fco_ray.rules.algorithms import PrimalAveraging as PrimalAveragingRule  # noqa: E402
 from fco_ray.sweep import SweepInterrupted, run_sweep  # noqa: E402
 from fco_ray.sweep.logging import MLflowLogger  # noqa: E402
 from fco_ray.tracking.queries import children, find_parent, trials_frame  # noqa: E402
@@ -100,25 +103,39 @@ def cluster(local_ray):
 
 # --- a client actor killed mid-round -------------------------------------------------------
 
+class HangRule(PrimalAveragingRule):
+    """FedMiD's rule whose first client call of round `at_round` (on the host, from inside the
+    compiled client program) writes its process id to `marker` and then hangs, so that the
+    test can SIGKILL that actor in the middle of the round."""
+
+    def __init__(self, hp, algorithm):
+        super().__init__(hp, algorithm)
+        self.marker, self.at_round = algorithm.marker, algorithm.at_round
+
+    def hang(self, rnd) -> None:
+        if int(rnd) != self.at_round:
+            return
+        try:
+            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return  # the redone call, on the restarted actor
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        time.sleep(300)  # killed long before
+
+    def client(self, problem, data, payload, hyper, client):
+        jax.debug.callback(self.hang, client.round)
+        return super().client(problem, data, payload, hyper, client)
+
+
 class HangOnce(ALGORITHMS["fedmid"]):
-    """FedMiD whose first client call of round `at_round` writes its process id to `marker`
-    and then hangs, so that the test can SIGKILL that actor in the middle of the round."""
+    """FedMiD running `HangRule`."""
+
+    rule = HangRule
 
     def __init__(self, hp, marker: str, at_round: int):
         super().__init__(hp)
         self.marker, self.at_round = marker, at_round
-
-    def client_update(self, problem, payload, rows, key):
-        if key.round == self.at_round:
-            try:
-                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                pass  # the redone call, on the restarted actor
-            else:
-                os.write(fd, str(os.getpid()).encode())
-                os.close(fd)
-                time.sleep(300)  # killed long before
-        return super().client_update(problem, payload, rows, key)
 
 
 def kill_when_written(marker, pids: list, killed: list) -> None:

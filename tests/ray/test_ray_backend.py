@@ -139,7 +139,8 @@ def test_data_stays_on_actors_and_dead_actors_raise(cluster):
         data_bytes = sum(a.nbytes for a in problem.train.arrays.values()) + problem.train.sizes.nbytes
         assert sum(s["data_bytes"] for s in stats) == data_bytes
         algorithm = ALGORITHMS["fedmid"](cfg.algorithm)
-        payload = algorithm.broadcast(algorithm.server_init(problem, problem.init_params(None)))
+        group = make_group([algorithm])
+        payload = group.broadcast(group.start(problem, 0))
         ids = np.array([1, 2, 7, 15])
         sums, weight = backend.map_clients(make_group([algorithm]), payload, ids, Key(3, 0, ids))
         expected, expected_weight = LocalBackend(problem).map_clients(make_group([algorithm]), payload, ids,

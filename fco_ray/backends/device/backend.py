@@ -24,7 +24,7 @@ from ...runtime.errors import ConfigError
 from . import DEVICES
 from .environment import INSTALL, ONE_THREAD, _jax, jax_device  # noqa: F401 (re-exported)
 from .floats import round_floats
-from .layout import from_members, member_hyper, pad, pad_tree, padded_size, to_members
+from .layout import pad, pad_tree, padded_size
 from .memory import check_memory, estimate_bytes, free_bytes  # noqa: F401 (re-exported)
 from .rows import metric_names, table_rows
 from .sampling import draw_clients
@@ -65,15 +65,15 @@ class DeviceBackend:
         """(rule, problem rule, metric rule or None, compiled rounds) of `group`; `shared`: its
         members share the seed."""
         algorithm = group.members[0]
-        rule = algorithm.make_rule()
-        problem_rule = self.problem.make_rule(getattr(algorithm.hp, "batch_size", None))
-        if problem_rule is not None and hasattr(problem_rule, "with_route"):
-            problem_rule = problem_rule.with_route(self.nuclear_route)
-        if rule is None or problem_rule is None:
+        if not getattr(group, "runs_rule", False):  # a NumPy algorithm (the SVRG family, ...)
             raise ConfigError(
                 f"backend.device {self.device_name!r}: no device program for algorithm "
-                f"{algorithm.name!r} on problem {self.problem.name!r} (it needs a rule of both: "
-                "Algorithm.rule, Problem.rule; docs/custom_rules.md), or use backend.device: cpu")
+                f"{algorithm.name!r}: it is written in NumPy, not as a rule (docs/custom_rules.md); "
+                "use backend.device: cpu")
+        rule = algorithm.make_rule()
+        problem_rule = self.problem.make_rule(getattr(algorithm.hp, "batch_size", None))
+        if hasattr(problem_rule, "with_route"):
+            problem_rule = problem_rule.with_route(self.nuclear_route)
         shared_hp = {f: v for f, v in algorithm.hp.model_dump().items() if not isinstance(v, float)}
         key = (type(algorithm), repr(sorted(shared_hp.items())), shared)  # real values come as arrays
         if key not in self.compiled:
@@ -102,7 +102,7 @@ class DeviceBackend:
             last_group, last_state, arrays = self.resident
             if last_group is group and last_state is state:
                 return arrays
-        return self.put({k: pad_tree(v, size) for k, v in to_members(group, state).items()})
+        return self.put(pad_tree(state, size))  # a RuleGroup's state: every leaf on the member axis
 
     # ---- whole rounds --------------------------------------------------------------------
     def run_rounds(self, group, state, seeds: list[int], start: int, stop: int):
@@ -117,7 +117,8 @@ class DeviceBackend:
         size = padded_size(g)
         rows, weights = draw_clients(group, self.problem, seeds, start, stop)  # (R, G, C)
         self._check_memory(group, problem_rule, rows.shape[-1])
-        hyper = {k: pad(v, size) for k, v in member_hyper(group, problem_rule, seeds).items()}
+        hyper = {k: pad(v, size) for k, v in {**group.rule_hyper(problem_rule.lam),
+                                              "seed": np.asarray(seeds, np.uint64)}.items()}
         seed = hyper.pop("seed")
         if shared:  # one seed, one draw of clients for every member
             seed, rows, weights = seed[0], rows[:, 0], weights[:, 0]
@@ -135,7 +136,7 @@ class DeviceBackend:
         if key not in self.floats:  # shapes only: once per program and clients per round
             self.floats[key] = round_floats(self.jax, rule, problem_rule, self.data, members,
                                             {**hyper, "seed": np.zeros(size, np.uint64)}, rows.shape[-1])
-        result = from_members(group, host, state)
+        result = host
         self.resident = None if stopped else (group, result, out)
         member_rows = None
         if table is not None:
