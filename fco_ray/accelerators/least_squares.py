@@ -46,38 +46,51 @@ class LeastSquaresL1:
         ids = np.asarray(key.client_ids, dtype=np.uint64).reshape(-1)
         if len(ids) != len(rows):  # the kernel does not check bounds
             raise ValueError(f"key has {len(ids)} client ids for {len(rows)} rows")
-        clients, g, steps = len(rows), group.size, group.hp.local_steps
-        hyper = group.rule_hyper(l1_weight(problem.psi))
-        lr, lam = np.tile(hyper["client_lr"], clients), np.tile(hyper["lam"], clients)  # client-major rows
+        clients, g = len(rows), group.size
+        lr, lam, pre, post, sub_lam = self._thresholds(group, problem, clients)
         dual = "z" in payload
         model = payload["z"] if dual else payload["w"]
         # each client's G rows start at the members' models: w (C G, P), b (C G,), updated in place
         start_w = np.asarray(model["w"], float).reshape(g, -1)
         start_b = np.asarray(model["b"], float).reshape(g)
-        w = np.ascontiguousarray(np.tile(start_w, (clients, 1)))
+        w = np.tile(start_w, (clients, 1)) if g > 1 else np.repeat(start_w, clients, axis=0)
         b = np.tile(start_b, clients)
-        zeros = np.zeros((steps, clients * g))
-        rule = group.members[0]
-        if dual:
+        if dual and group.members[0].client_prox:  # (etat + lr k) lam: the round's etat
             etat = np.tile(np.asarray(payload["etat"], float).reshape(g), clients)
-            pre = (etat[None, :] + lr[None, :] * np.arange(steps)[:, None]) * lam if rule.client_prox else zeros
-            post, sub_lam = zeros, np.zeros(clients * g)
-        else:
-            pre = zeros
-            post = np.broadcast_to(lr * lam, (steps, clients * g)) if rule.client_step == "prox" else zeros
-            sub_lam = lam if rule.client_step == "subgrad" else np.zeros(clients * g)
+            pre = np.ascontiguousarray((etat[None, :] + lr[None, :] * np.arange(len(pre))[:, None]) * lam)
         from ..ops import kernels  # numba: at the first round, not with the schemas
 
         sizes, offsets = problem.row_ranges(rows)
-        x = problem.train.arrays["x"].reshape(problem.train.num_clients * problem.train.max_samples, -1)
-        kernels.least_squares_steps(x, problem.train.arrays["y"].reshape(-1), key.seed, key.round, BATCH,
-                                    ids, sizes, offsets, group.hp.batch_size, w, b, np.ascontiguousarray(lr),
-                                    np.ascontiguousarray(pre), np.ascontiguousarray(post),
-                                    np.ascontiguousarray(sub_lam))
+        train = problem.train
+        kernels.least_squares_steps(train.arrays["x"].reshape(train.num_clients * train.max_samples, -1),
+                                    train.arrays["y"].reshape(-1), key.seed, key.round, BATCH, ids, sizes,
+                                    offsets, group.hp.batch_size, w, b, lr, pre, post, sub_lam)
         weights = np.asarray(weights, float)
-        dw = (w.reshape(clients, g, -1) - start_w) * weights[:, None, None]
-        db = (b.reshape(clients, g) - start_b) * weights[:, None]
-        return {"w": dw.sum(axis=0).reshape((g,) + problem.shapes["w"]), "b": db.sum(axis=0)}
+        dw = weights @ (w.reshape(clients, -1) - np.tile(start_w.reshape(-1), clients).reshape(clients, -1))
+        db = weights @ (b.reshape(clients, g) - start_b)
+        return {"w": dw.reshape((g,) + problem.shapes["w"]), "b": db}
+
+    @staticmethod
+    def _thresholds(group, problem, clients: int):
+        """(lr, lam, pre, post, sub_lam) of the kernel's C G rows (client-major), by the rule:
+        fixed for a group and a client count (kept on the group; the dual's `pre` is made
+        each round from its etat)."""
+        cache = vars(group).setdefault("_least_squares_l1", {})
+        if clients not in cache:
+            steps, g = group.hp.local_steps, group.size
+            hyper = group.rule_hyper(l1_weight(problem.psi))
+            lr = np.ascontiguousarray(np.tile(hyper["client_lr"], clients))
+            lam = np.tile(hyper["lam"], clients)
+            zeros = np.zeros((steps, clients * g))
+            rule = group.members[0]
+            if hasattr(rule, "client_prox"):  # DualAveraging: the thresholds before the step
+                post, sub_lam = zeros, np.zeros(clients * g)
+            else:  # PrimalAveraging: a prox after the step, or the subgradient term
+                post = np.ascontiguousarray(np.broadcast_to(lr * lam, (steps, clients * g))) \
+                    if rule.client_step == "prox" else zeros
+                sub_lam = lam if rule.client_step == "subgrad" else np.zeros(clients * g)
+            cache[clients] = (lr, lam, zeros, post, np.ascontiguousarray(sub_lam))
+        return cache[clients]
 
 
 LEAST_SQUARES_L1 = LeastSquaresL1()

@@ -129,15 +129,20 @@ class Group(Algorithm):
         hyperparameter, one value per member (varying or not: a rule reads them all from
         here), and psi's weight `lam` (each member's own where they differ, else `lam`, the
         problem's)."""
-        hyper = {f: self.member_hyper(f) for f in self.hp.real_fields()}
-        lams = self.lams if self.lams is not None else [lam] * self.size
-        return {**hyper, "lam": np.asarray(lams, float)}
+        cache = vars(self).setdefault("_rule_hypers", {})  # the members are fixed: once per lam
+        if lam not in cache:
+            hyper = {f: self.member_hyper(f) for f in self.hp.real_fields()}
+            lams = self.lams if self.lams is not None else [lam] * self.size
+            cache[lam] = {**hyper, "lam": np.asarray(lams, float)}
+        return cache[lam]
 
     def rule_key(self) -> str:
         """What a compiled rule of this group depends on beside the arrays it is given: the
         algorithm's settings that are not real numbers (those come in `rule_hyper`)."""
-        shared = {f: v for f, v in self.hp.model_dump().items() if not isinstance(v, float)}
-        return repr(sorted(shared.items()))
+        if "_rule_key" not in vars(self):
+            shared = {f: v for f, v in self.hp.model_dump().items() if not isinstance(v, float)}
+            self._rule_key = repr(sorted(shared.items()))
+        return self._rule_key
 
 
 def evaluate_one(problem: Problem, algorithm: Algorithm, state: dict) -> dict[str, float]:
@@ -410,9 +415,10 @@ class RuleGroup(Members):
         self.presummed = True
         self._programs = None  # rules.host.Programs of the driver's side
         self._rule = None
+        self._next = None  # (state, its broadcast) from the last server step
 
     def __getstate__(self):
-        return {**self.__dict__, "_programs": None, "_rule": None}
+        return {**self.__dict__, "_programs": None, "_rule": None, "_next": None}
 
     def _program(self, problem: Problem):
         if self._programs is None:
@@ -443,12 +449,21 @@ class RuleGroup(Members):
                        problem.shapes)
         return state
 
-    def broadcast(self, state):
+    @property
+    def rule(self):
+        """The members' rule (one object: the rule is made from their shared settings)."""
         if self._rule is None:
             self._rule = self.members[0].make_rule()
+        return self._rule
+
+    def broadcast(self, state):
+        """The members' broadcast: the one the last server step computed with this state (the
+        same compiled call), else computed now."""
+        if self._next is not None and self._next[0] is state:
+            return self._next[1]
         from ..rules.host import broadcast
 
-        return broadcast(self._rule, state)
+        return broadcast(self.rule, state)
 
     def client_update(self, problem: Problem, payload, rows, key: Key, programs=None):
         """The weighted sum over `rows` of the members' client messages (G, ...), by the
@@ -460,7 +475,9 @@ class RuleGroup(Members):
 
     def server_update(self, problem, state, mean, rnd):
         program = self._program(problem)
-        return program.server(state, mean, self._hyper_of(program))
+        new, payload = program.server(state, mean, self._hyper_of(program))
+        self._next = (new, payload)
+        return new
 
     def output(self, problem, state):
         return self.outputs(problem, state)[0]

@@ -46,7 +46,8 @@ def host(tree):
 
 
 class Compiled(NamedTuple):
-    """A rule's pieces compiled for the host executors, on the member axis."""
+    """A rule's pieces compiled for the host executors, on the member axis (`server` also
+    gives the next state's broadcast: one compiled call per round on the driver)."""
 
     broadcast: Callable
     server: Callable
@@ -77,9 +78,14 @@ def compile_pieces(rule, problem_rule) -> Compiled:
 
         return jax.tree_util.tree_map(weighted, messages)
 
+    def server_and_broadcast(state, mean, hyper):
+        """The next state and its broadcast, in one call (the next round starts with it)."""
+        new = rule.server(problem_rule, state, mean, hyper)
+        return new, rule.broadcast(new)
+
     return Compiled(
         broadcast=jax.jit(jax.vmap(rule.broadcast)),
-        server=jax.jit(jax.vmap(lambda s, m, h: rule.server(problem_rule, s, m, h))),
+        server=jax.jit(jax.vmap(server_and_broadcast)),
         outputs=jax.jit(jax.vmap(lambda s, h: (rule.output(problem_rule, s, h),
                                                rule.extra_outputs(problem_rule, s, h)))),
         client_sums=jax.jit(client_sums))
@@ -125,7 +131,8 @@ class RuleProgram:
     def broadcast(self, state) -> dict:
         return host(self.compiled.broadcast(state))
 
-    def server(self, state, mean, hyper) -> dict:
+    def server(self, state, mean, hyper) -> tuple[dict, dict]:
+        """(the members' next state, its broadcast)."""
         return host(self.compiled.server(state, mean, hyper))
 
     def outputs(self, state, hyper) -> tuple[dict, dict]:
@@ -159,7 +166,7 @@ class Programs:
         """The program of `group`'s rule on `problem` (the data this executor holds). A rule
         that compares by its settings (`Static`: the built-in ones) is its own key; another is
         keyed by its algorithm class and settings (a rule is made from them)."""
-        rule = group.members[0].make_rule()
+        rule = group.rule
         own = rule if isinstance(rule, Static) else (group.cls, group.rule_key())
         key = (own, id(problem))
         if key not in self.by_key:
