@@ -246,8 +246,8 @@ def check_device_plan(configs: list[RunConfig]) -> None:
     if device not in ("jax-cpu", "cuda"):
         return
     from ..backends.device.environment import _jax, jax_trouble
-    from ..backends.device.memory import estimate_bytes
-    from ..runtime.limits import available_bytes, human
+    from ..backends.device.memory import estimate_bytes, refuse_over
+    from ..runtime.limits import available_bytes
 
     if jax_trouble(device) is not None:
         _jax(device)  # the ConfigError naming backend.device, the device and the cause
@@ -259,16 +259,12 @@ def check_device_plan(configs: list[RunConfig]) -> None:
     if not isinstance(dim, int) or not isinstance(clients, int):
         return
     data = max((params.estimated_bytes() or {"": 0}).values())
-    parts = estimate_bytes(data, dim, dim, len(configs), clients)
-    total, free = sum(parts.values()), available_bytes()
-    if total > free:
-        part, size = max(parts.items(), key=lambda item: item[1])
-        raise ConfigError(
-            f"backend.device 'jax-cpu': a group of {len(configs)} configurations of "
-            f"{first.algorithm.name!r} on {params.name!r} (problem.dim={dim}, {clients} clients "
-            f"per round) needs at least {human(total)} of memory, more than the {human(free)} "
-            f"available; the largest part is {part}: {human(size)}. Run smaller groups "
-            "(run_grid max_group, tune.fuse_max) or fewer clients per round")
+    refuse_over(estimate_bytes(data, dim, dim, len(configs), clients), available_bytes(),
+                f"backend.device 'jax-cpu': a group of {len(configs)} configurations of "
+                f"{first.algorithm.name!r} on {params.name!r} (problem.dim={dim}, {clients} clients "
+                "per round) needs at least", "of memory",
+                "Run smaller groups (run_grid max_group, tune.fuse_max) or fewer clients per round",
+                left="available")
 
 
 def rows_callback(on_eval: Callable[[dict], None] | None) -> OnRound | None:

@@ -36,12 +36,18 @@ def check_memory(device, device_name: str, problem, group, problem_rule, clients
     model = sum(math.prod(s) for s in problem.shapes.values())
     message = model * (1 + (group.hp.local_steps if getattr(group.hp, "ergodic", False) else 0))
     data = sum(np.asarray(v).nbytes for v in problem_rule.arrays().values())
-    parts = estimate_bytes(data, model, message, group.size, clients)
-    total, free = sum(parts.values()), free_bytes(device)
+    refuse_over(estimate_bytes(data, model, message, group.size, clients), free_bytes(device),
+                f"backend.device {device_name!r}: a group of {group.size} configurations of "
+                f"{group.name!r} on {problem.name!r} needs about", "of device memory",
+                "Run smaller groups (run_grid max_group) or fewer clients per round")
+
+
+def refuse_over(parts: dict[str, int], free: int, what: str, memory: str, advice: str,
+                left: str = "free") -> None:
+    """ConfigError "WHAT <total> MEMORY, more than the <free> LEFT; the largest part is ...
+    ADVICE" where the parts add up to more than `free`."""
+    total = sum(parts.values())
     if total > free:
         part, size = max(parts.items(), key=lambda item: item[1])
-        raise ConfigError(
-            f"backend.device {device_name!r}: a group of {group.size} configurations of "
-            f"{group.name!r} on {problem.name!r} needs about {human(total)} of device "
-            f"memory, more than the {human(free)} free; the largest part is {part}: "
-            f"{human(size)}. Run smaller groups (run_grid max_group) or fewer clients per round")
+        raise ConfigError(f"{what} {human(total)} {memory}, more than the {human(free)} {left}; the "
+                          f"largest part is {part}: {human(size)}. {advice}")
