@@ -36,7 +36,7 @@ def block_size(algorithm, problem) -> int:
                int(BLOCK_BYTES // max(1, per_client)))
 
 
-class Programs:
+class RuleClients:
     """How a group written as its rule runs its clients here: a registered accelerator of the
     (rule, problem) pair where the record finds it faster (`fco_ray.accelerators`), else the
     rule compiled (`fco_ray.rules.host.Programs`, made at the first such group: JAX is
@@ -94,7 +94,7 @@ def weighted_sum(algorithm, problem, payload, rows, key: Key,
     computed block by block (see BLOCK_BYTES). Client randomness is keyed by client id,
     so blocking changes nothing but the order of the final sum. `states`: the run's client
     states, for an algorithm with `client_state`; `programs`: the executor's compiled rules
-    (`Programs`), for a group that runs its rule (`runs_rule`: all its clients in one call)."""
+    (`RuleClients`), for a group that runs its rule (`runs_rule`: all its clients in one call)."""
     rows = np.asarray(rows)
     ids = np.asarray(key.client_ids)
     if getattr(algorithm, "runs_rule", False):
@@ -149,7 +149,7 @@ class LocalBackend:
         self.problem = problem
         self.chunk_size = chunk_size
         self.states = ClientStates()  # client state of the current run
-        self.programs = Programs()  # the compiled rules run here (fco_ray.rules.host)
+        self.programs = RuleClients()  # how a rule's clients run here (fco_ray.rules.host)
 
     def start_run(self) -> None:
         """A new run begins: client state of an earlier run on this backend is dropped."""
@@ -165,7 +165,7 @@ class LocalBackend:
 
     def close(self):
         self.states = ClientStates()
-        self.programs = Programs()
+        self.programs = RuleClients()
 
 
 def make_local(config, problem):

@@ -56,7 +56,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from ..ops.random import Key
 from ..runtime.heap import keep_freed_memory
 from . import cluster
-from .local import ClientStates, Programs, add_sums, weighted_sum
+from .local import ClientStates, RuleClients, add_sums, weighted_sum
 
 STRATEGIES = {"spread": "SPREAD", "pack": "PACK"}
 
@@ -91,7 +91,7 @@ class ShardWorker:
         self.algorithm, self.algorithm_id = None, None  # the algorithm and its ref's id
         self.received = 0  # bytes of the last round's arguments (payload + ids)
         self.states: dict[str, ClientStates] = {}  # run token -> its client states
-        self.programs = Programs()  # the rules compiled in this actor, kept across runs
+        self.programs = RuleClients()  # the rules compiled in this actor, kept across runs
 
     def _use(self, algorithm) -> None:
         """The algorithm of this call: sent by value with every call (a few hundred bytes,

@@ -470,7 +470,7 @@ class RuleGroup(Members):
         executor's `programs` (its accelerator of the pair, or the compiled rule)."""
         if programs is None:
             raise TypeError(f"algorithm {self.name!r} is written as a rule: its clients run "
-                            "through an executor's programs (fco_ray.backends.local.Programs)")
+                            "through an executor's programs (fco_ray.backends.local.RuleClients)")
         return programs.client_sums(self, problem, payload, rows, key)
 
     def server_update(self, problem, state, mean, rnd):
