@@ -19,6 +19,8 @@ and `__call__(data, params, lam)` returns one member's metrics as a vector in th
 """
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 import jax
@@ -66,7 +68,9 @@ def supported(psi) -> bool:
                for reg in psi.regs.values())
 
 
-class MetricRule:
+class MetricRule(abc.ABC):
+    """A problem's metrics of one model, in JAX: `values` by name, stacked in `names`' order."""
+
     names: tuple[str, ...] = ()
 
     def arrays(self) -> dict:
@@ -76,8 +80,9 @@ class MetricRule:
         values = self.values(data, params, lam)
         return jnp.stack([jnp.asarray(values[n], jnp.float64) for n in self.names])
 
+    @abc.abstractmethod
     def values(self, data, params, lam) -> dict:
-        raise NotImplementedError
+        """{metric name: value} of one model (`params`) with psi's weight `lam`."""
 
 
 def _mse(data, prefix: str, w, b):
