@@ -1,8 +1,6 @@
 """Parameters are flat dicts of NumPy arrays ("blocks"); these helpers map over them."""
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
 Params = dict[str, np.ndarray]

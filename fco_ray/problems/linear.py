@@ -13,13 +13,11 @@ Client heterogeneity: client m's features are shifted by its own `mu_m ~ N(0, sh
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from ..data.stores import ClientData
 from ..ops import regularizers as R
-from ..ops.random import BATCH
 from ..ops.tree import Params
 from .base import Problem
 
