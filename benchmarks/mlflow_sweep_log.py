@@ -29,7 +29,7 @@ CALLS = ("create_run", "log_batch", "set_terminated", "get_run")
 
 def measure(runs: int, evals: int) -> dict:
     """One repeat in this process (fco_ray imported from sys.path)."""
-    from fco_ray.sweep.schema import load_sweep
+    from fco_ray.sweep.checks import load_sweep
     from fco_ray.tracking.store import Store
     from fco_ray.tracking.sweeps import SweepLog
 

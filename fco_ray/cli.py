@@ -120,7 +120,7 @@ def add_sweep(sub) -> None:
 
 def cmd_sweep(args) -> int:
     raw = apply_overrides(load_yaml(args.file), args.set)  # file errors first, before the imports
-    from .sweep.schema import load_sweep
+    from .sweep.checks import load_sweep
 
     sweep = load_sweep(args.file, args.set)  # every config error before Ray, MLflow and pandas load
     from .sweep.run import run_sweep

@@ -57,7 +57,7 @@ METRICS = ["val_accuracy", "train_accuracy", "density", "f1", "precision", "reca
 
 def run_experiment(exp: str, out: Path = HERE, extra: list[str] = ()) -> None:
     from fco_ray.core.plan import prepare_groups
-    from fco_ray.sweep.schema import load_sweep
+    from fco_ray.sweep.checks import load_sweep
 
     rows, trials = [], []
     keep = EXPERIMENTS[exp]["keep_every"]

@@ -160,14 +160,18 @@ def round_work(cfg: RunConfig, problem: Problem) -> int:
     return floats * clients * (getattr(cfg.algorithm, "local_steps", None) or 1)
 
 
-def data_key(cfg: RunConfig) -> str:
+def data_key(cfg: RunConfig, seed: bool = True) -> str:
     """Configurations with equal keys run on the same data: equal problem sections (lam
     aside where it weighs psi alone, `ProblemParams.fusable_lam`) and the same data seed
     (`problem.data_seed` where set, else the run's seed: what `build_problem` builds
-    from). A problem built for one of them serves every other through `built_for`."""
+    from). A problem built for one of them serves every other through `built_for`.
+    `seed=False`: the problem section alone, the same data up to its seed (what a check of
+    the data asks: a sweep's driver checks the trials of one such key on one build)."""
     section = cfg.problem.model_dump(mode="json", exclude={"lam"} if cfg.problem.fusable_lam else None)
-    seed = cfg.seed if getattr(cfg.problem, "data_seed", None) is None else cfg.problem.data_seed
-    return json.dumps([section, seed], sort_keys=True)
+    if not seed:
+        return json.dumps(section, sort_keys=True)
+    data_seed = cfg.seed if getattr(cfg.problem, "data_seed", None) is None else cfg.problem.data_seed
+    return json.dumps([section, data_seed], sort_keys=True)
 
 
 def built_for(problem: Problem, cfg: RunConfig) -> Problem:

@@ -24,7 +24,8 @@ from ..tracking.progress import RateMeter, progress_text
 from ..tracking.store import Store, TrackingUnavailable
 from ..tracking.summary import run_label
 from ..tracking.sweeps import SweepLog
-from .schema import FIXED_POINT_KEYS, Sweep
+from .schema import FIXED_POINT_KEYS
+from .sweep import Sweep
 from .trainable import member_key
 
 PROGRESS_SECONDS = 10.0  # how often running trials are shown (a fast trial ends before)

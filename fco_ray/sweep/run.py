@@ -29,11 +29,12 @@ from ray.tune.search import BasicVariantGenerator
 from ..backends.cluster import connect, disconnect
 from ..runtime.errors import ConfigError
 from ..runtime.files import check_private_tree, write_file
-from ..tracking.store import Store, TrackingUnavailable, check_store
+from ..tracking.store import Store, TrackingUnavailable
 from ..tracking.sweeps import SweepLog
 from .logging import MLflowLogger, tune_loggers
-from .schema import Sweep, load_sweep
+from .checks import check_tracking, load_sweep
 from .storage import StorageFull, StorageGuard, check_room, sweep_lock
+from .sweep import Sweep
 from .trainable import TrialResources, registrations, train_trial, trial_dirname, trial_name
 
 SWEEP_COPY = "fco_sweep.yaml"  # the resolved sweep kept with Tune's state, checked on resume
@@ -88,7 +89,7 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
         if kept.is_file() and kept.read_text() != resolved:
             raise ConfigError(f"--resume: {path} (with these --set values) differs from the "
                               f"sweep being resumed ({kept}); resume with the same file and values")
-    check_store(sweep.tracking_uri)  # fail fast: before Ray starts and any trial runs
+    check_tracking(sweep)  # fail fast: before Ray starts and any trial runs
     _make_storage_dir(root)  # and before the MLflow parent run exists
     check_room(root)  # a full disk would truncate Tune's state (storage.py)
     with sweep_lock(root, sweep.name):  # one live driver per sweep name and storage

@@ -37,7 +37,8 @@ from ..core.checkpoint import Snapshot, load_snapshot, save_snapshot
 from ..core.config import BackendConfig
 from ..core.plan import built_for, data_key, prepare
 from ..tracking.runs import write_artifacts
-from .schema import FIXED_POINT_KEYS, Sweep
+from .schema import FIXED_POINT_KEYS
+from .sweep import Sweep
 
 
 def trial_bundles(backend: BackendConfig, cpus_per_trial: float = 1.0,

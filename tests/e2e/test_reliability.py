@@ -465,16 +465,16 @@ def test_run_rounds_are_bounded():
 def test_trials_at_once_must_fit_in_memory_together(tmp_path):
     """Each trial fits alone; the machine's CPUs would run 2 at once, which do not."""
     from fco_ray import ConfigError
-    from fco_ray.sweep.schema import _check_sweep_memory, load_sweep
+    from fco_ray.sweep.checks import check_memory, load_sweep
 
     path = write(tmp_path / "s.yaml", changed(SWEEP, {"tune.max_concurrent": 2}))
     sweep = load_sweep(path)
     config = sweep.run_config(next(sweep.points()))
     one = sum(config.problem.estimated_bytes().values())
-    _check_sweep_memory(sweep, [config], path, available=2 * one)  # fits exactly
+    check_memory(sweep, [config], path, available=2 * one)  # fits exactly
     with pytest.raises(ConfigError, match=r"2 trials at once .* need about .* set tune.max_concurrent "
                                           r"to at most 1"):
-        _check_sweep_memory(sweep, [config], path, available=2 * one - 1)
+        check_memory(sweep, [config], path, available=2 * one - 1)
 
 
 # --- unclear errors: exit 2 naming the file, line or key ------------------------------------------

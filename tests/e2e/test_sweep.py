@@ -315,9 +315,9 @@ def test_unfused_lam_trials_share_the_drivers_problem_each_with_its_own_lam(ray_
 
 def test_the_driver_keeps_problems_within_its_memory_share(tmp_path, monkeypatch):
     """Problems past `KEEP_SHARE` of the available memory are not kept: their trials build them."""
-    from fco_ray.sweep import schema
+    from fco_ray.sweep import checks
 
     path = write_sweep(tmp_path)
     assert len(load_sweep(path).problems) == 1
-    monkeypatch.setattr(schema, "KEEP_SHARE", 0.0)
+    monkeypatch.setattr(checks, "KEEP_SHARE", 0.0)
     assert load_sweep(path).problems == {}

@@ -26,7 +26,7 @@ def test_page_is_generated_from_the_records(exp):
 
 @pytest.mark.parametrize("exp", ["e3", "e4"])
 def test_records_hold_every_configuration_of_the_sweep_files(exp):
-    from fco_ray.sweep.schema import load_sweep
+    from fco_ray.sweep.checks import load_sweep
 
     module = script()
     trials = pd.read_csv(REPO / "results" / f"{exp}_synthetic_trials.csv")

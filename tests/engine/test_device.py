@@ -291,7 +291,7 @@ def test_a_sweep_on_the_device_reserves_a_gpu_share_per_trial(tmp_path):
     from fco_ray.core.checks import check_gpus_fit
     from fco_ray.core.config import parse_run
     from fco_ray.runtime.errors import ConfigError
-    from fco_ray.sweep.schema import load_sweep
+    from fco_ray.sweep.checks import load_sweep
     from fco_ray.sweep.trainable import trial_bundles
 
     sweep = {"name": "gpu", "problem": {"name": "lasso", "clients": 8, "dim": 16, "support": 4,

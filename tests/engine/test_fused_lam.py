@@ -151,7 +151,7 @@ def test_run_grid_fuses_lam_and_rates_into_one_group_equal_to_unfused():
 
 
 def test_a_sweep_groups_lam_variants_where_the_problem_allows_it(tmp_path):
-    from fco_ray.sweep.schema import load_sweep
+    from fco_ray.sweep.checks import load_sweep
 
     def trials(problem, algorithms, grid, algorithm=None):
         path = tmp_path / f"{problem['name']}.yaml"
@@ -239,7 +239,7 @@ def test_a_restored_group_of_lam_variants_continues_with_identical_numbers(tmp_p
 def test_the_shipped_regularization_path_sweep_runs_as_six_fused_trials():
     from pathlib import Path
 
-    from fco_ray.sweep.schema import load_sweep
+    from fco_ray.sweep.checks import load_sweep
 
     sweep = load_sweep(Path(__file__).resolve().parents[2] / "sweeps" / "e1_lam_path.yaml")
     groups_ = sweep.groups()

@@ -68,7 +68,7 @@ def test_a_shipped_e5_sweep_forms_one_trial_per_method_on_a_device():
     are one Tune trial (350 configurations); on the NumPy engine one trial per seed."""
     from pathlib import Path
 
-    from fco_ray.sweep.schema import load_sweep
+    from fco_ray.sweep.checks import load_sweep
 
     path = Path(__file__).resolve().parents[2] / "sweeps" / "e5_l1_k10.yaml"
     device = load_sweep(path, ["backend.name=local", "backend.device=jax-cpu", "tune.gpus_per_trial=0"])

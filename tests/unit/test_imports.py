@@ -53,7 +53,7 @@ def test_no_import_circles():
     for node in sorted(graph):
         if node not in state:
             visit(node, [node])
-    assert graph["fco_ray.sweep.run"] >= {"fco_ray.sweep.schema", "fco_ray.sweep.trainable"}
+    assert graph["fco_ray.sweep.run"] >= {"fco_ray.sweep.checks", "fco_ray.sweep.trainable"}
 
 
 #: what the config schemas must not load: a bad value is answered in a blink without them
@@ -71,7 +71,7 @@ def test_config_schemas_import_without_heavy_modules():
         "import sys\n"
         "from fco_ray import ALGORITHMS, PROBLEMS, ConfigError\n"
         "from fco_ray.core.config import parse_run\n"
-        "import fco_ray.sweep.schema  # noqa: F401\n"
+        "import fco_ray.sweep.schema, fco_ray.sweep.sweep, fco_ray.sweep.checks  # noqa: F401\n"
         "hypers = [a.Hyper for a in ALGORITHMS.values()]\n"
         "params = [spec.params for spec in PROBLEMS.values()]\n"
         "assert len(hypers) >= 10 and len(params) >= 8, (hypers, params)\n"
