@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Callable
 
 from .core.config import RunConfig, parse_run
-from .core.plan import prepare, rows_callback
+from .core.plan import rows_callback, run_group
 from .problems.base import Problem
 from .runtime.files import load_yaml
 from .tracking.progress import Progress
@@ -55,33 +55,59 @@ def run_parsed(cfg: RunConfig, *, problem: Problem | None = None,
                tracking: bool | str = False, progress: bool = False, **checkpoints):
     """`run` of a configuration parsed already (`fco-ray run` parses its file and --set
     values into the RunConfig it hands here): every argument as in `run`."""
-    prepared = prepare([cfg], problem)  # the data is read and checked before MLflow is touched
-    log = None
-    if tracking:
-        from .tracking.runs import RunLog
-
-        log = RunLog(cfg, tracking if isinstance(tracking, str) else None)
-    shown = Progress(cfg.rounds, ["train_loss"]) if progress else None
-    rows = [f for f in (log.add if log else None, shown, on_eval) if f is not None]
-    try:
-        (result,) = prepared.run(rows_callback(lambda row: [f(row) for f in rows]) if rows else None,
-                                 **checkpoints)
-    except BaseException:
-        if log is not None:
-            log.fail()
-        raise
-    finally:
-        if shown is not None:
-            shown.close()
-    model = prepared.model(0, result)
+    log = _RunObservers(cfg, on_eval, tracking, progress)
+    # the data is read and checked (run_group's prepare) before MLflow is touched (open)
+    prepared, (result,), models = run_group([cfg], log, problem, **checkpoints)
     import pandas as pd  # after the config is checked: a bad value is answered without it
 
     df = pd.DataFrame.from_records(result.records)
     df.attrs["status"] = result.status
     df.attrs["config"] = cfg.model_dump(mode="json")
     df.attrs["backend"] = prepared.backend.model_dump(mode="json")  # as run: `device: auto` decided
-    if log is not None:
-        log.close(result.status, int(df["round"].iloc[-1]) if len(df) else 0, model)
-        df.attrs["mlflow_run_id"], df.attrs["mlflow_uri"] = log.run_id, log.store.uri
-        df.attrs["mlflow_url"] = log.url()
-    return (df, model) if return_model else df
+    if log.run is not None:
+        df.attrs["mlflow_run_id"], df.attrs["mlflow_uri"] = log.run.run_id, log.run.store.uri
+        df.attrs["mlflow_url"] = log.run.url()
+    return (df, models.get(0)) if return_model else df
+
+
+class _RunObservers:
+    """The observers of one configuration's rows (`plan.run_group`'s log): its MLflow run
+    (`tracking.RunLog`, where `tracking`), the progress line, `on_eval`; made once the run
+    is prepared."""
+
+    def __init__(self, cfg: RunConfig, on_eval, tracking: bool | str, progress: bool):
+        self.cfg, self.on_eval, self.tracking, self.progress = cfg, on_eval, tracking, progress
+        self.run = self.shown = None
+        self.on_round = None  # no observer: the rounds go unwatched
+
+    def open(self, prepared) -> None:
+        if self.tracking:
+            from .tracking.runs import RunLog
+
+            self.run = RunLog(self.cfg, self.tracking if isinstance(self.tracking, str) else None)
+        self.shown = Progress(self.cfg.rounds, ["train_loss"]) if self.progress else None
+        self.rows = [f for f in (self.run.add if self.run else None, self.shown, self.on_eval)
+                     if f is not None]
+        self.on_round = rows_callback(self._row) if self.rows else None
+
+    def _row(self, row: dict) -> None:
+        for f in self.rows:
+            f(row)
+
+    def fail(self) -> None:
+        try:
+            if self.run is not None:
+                self.run.fail()
+        finally:
+            self._close_progress()
+
+    def finish(self, prepared, results, models) -> None:
+        self._close_progress()
+        if self.run is not None:
+            (result,) = results
+            self.run.close(result.status, int(result.records[-1]["round"]) if result.records else 0,
+                           models.get(0))
+
+    def _close_progress(self) -> None:
+        if self.shown is not None:
+            self.shown.close()

@@ -13,7 +13,7 @@ import json
 from contextlib import closing
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -212,6 +212,45 @@ def prepare(configs: list[RunConfig], problem: Problem | None = None) -> Prepare
     check_problem(configs, on)
     return Prepared(configs, on, lams if len(set(lams)) > 1 else None,
                     seeds if len(set(seeds)) > 1 else None)
+
+
+class GroupLog(Protocol):
+    """What `run_group` tells as a group runs: `fco_ray.run`'s observers of its one
+    configuration (`api.run_parsed`), a sweep trial's reports to Tune
+    (`sweep.trainable.TrialLog`)."""
+
+    #: called at every evaluated round (`engine.OnRound`); None: no rows wanted
+    on_round: OnRound | None
+
+    def open(self, prepared: Prepared) -> None:
+        """The group is prepared (its data read and checked): about to run."""
+
+    def fail(self) -> None:
+        """The run raised (the exception goes on)."""
+
+    def finish(self, prepared: Prepared, results: list[RunResult], models: dict[int, dict]) -> None:
+        """The run ended: one result per configuration, and the final model of each that
+        finished (by index; `Prepared.model`), whose artifacts the log keeps."""
+
+
+def run_group(configs: list[RunConfig], log: GroupLog, problem: Problem | None = None,
+              **checkpoints) -> tuple[Prepared, list[RunResult], dict[int, dict]]:
+    """One group's run, logged: `prepare` (the data read and checked before the log opens),
+    the rounds with `log.on_round` (`checkpoints`: `start`, `checkpoint_every`,
+    `on_checkpoint` of `engine.run_rounds`), each finished member's model, and `log.finish`
+    with them (its artifacts); `log.fail` where the run raises. The one sequence of
+    `fco_ray.run` and a sweep's trial."""
+    prepared = prepare(configs, problem)
+    log.open(prepared)
+    try:
+        results = prepared.run(log.on_round, **checkpoints)
+    except BaseException:
+        log.fail()
+        raise
+    models = {j: model for j, result in enumerate(results)
+              if (model := prepared.model(j, result)) is not None}
+    log.finish(prepared, results, models)
+    return prepared, results, models
 
 
 def prepare_groups(configs: list[RunConfig], *, problem: Problem | None = None, fuse: bool = True,

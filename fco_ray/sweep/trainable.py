@@ -35,7 +35,7 @@ from ..problems import PROBLEMS
 from ..core.checkpoint import FILE as SNAPSHOT_FILE
 from ..core.checkpoint import Snapshot, load_snapshot, save_snapshot
 from ..core.config import BackendConfig
-from ..core.plan import built_for, data_key, prepare
+from ..core.plan import built_for, data_key, run_group
 from ..tracking.runs import write_artifacts
 from .schema import FIXED_POINT_KEYS
 from .sweep import Sweep
@@ -121,58 +121,79 @@ def train_trial(tune_config: dict, sweep: Sweep, finished: dict, problems: dict 
         tune.report(_report(sweep, max(d["round"] for d in done), rows, [], status))
         return
     configs = [sweep.run_config(p) for p in points]
-    rounds = configs[0].rounds
     stateless = not any(ALGORITHMS[c.algorithm.name].client_state for c in configs)
     start = _restored() if stateless else None  # a rerun continues from its checkpoint
-    last = {"round": start.round if start else 0, "rows": None}
-    ended: list[int] = []  # diverged configurations not yet reported
-    reported = list(start.records) if start else []  # this trial's results so far
-    for result in reported:  # again: the driver may have died before logging them
-        tune.report({**result, "replayed": True})  # (its logger skips rounds it has)
-    pending: list[Snapshot] = []  # the state of the round about to be reported
+    log = TrialLog(sweep, configs[0].rounds, start)
+    ref = (problems or {}).get(data_key(configs[0]))
+    built = None if ref is None else ray.get(ref)
+    # the trial's configurations are one group, on the driver's problem where it has it
+    run_group(configs, log, None if built is None else built_for(built, configs[0]), start=start,
+              checkpoint_every=sweep.checkpoint_every(configs[0].rounds) if stateless else 0,
+              on_checkpoint=log.hold)
 
-    def on_round(rnd: int, rows: dict, diverged: list) -> None:
-        ended.extend(diverged)
-        snapshot = pending.pop() if pending else None
+
+class TrialLog:
+    """A trial's reports to Tune as its group runs (`plan.run_group`'s log): every evaluated
+    round (with a checkpoint of the run's state where one was taken at that round), then the
+    last report, carrying the finished configurations' artifacts. `start`: the state of the
+    checkpoint Tune reran the trial from (None: round 0); its results are reported again
+    (marked `replayed`: the driver may have died before logging them; its logger skips
+    rounds it has)."""
+
+    def __init__(self, sweep: Sweep, rounds: int, start: Snapshot | None):
+        self.sweep, self.rounds = sweep, rounds
+        self.last_round = start.round if start else 0
+        self.last_rows: dict | None = None  # the final round's rows: reported with the models
+        self.ended: list[int] = []  # diverged configurations not yet reported
+        self.reported = list(start.records) if start else []  # this trial's results so far
+        self.pending: Snapshot | None = None  # the state of the round about to be reported
+        for result in self.reported:  # again: the driver may have died before logging them
+            tune.report({**result, "replayed": True})  # (its logger skips rounds it has)
+
+    def open(self, prepared) -> None:
+        pass
+
+    def hold(self, snapshot: Snapshot) -> None:
+        """`on_checkpoint`: called just before that round's `on_round`."""
+        self.pending = snapshot
+
+    def on_round(self, rnd: int, rows: dict, diverged: list) -> None:
+        self.ended.extend(diverged)
+        snapshot, self.pending = self.pending, None
         if not rows:
             return  # only news of divergence: it goes with the next (or the last) report
-        last["round"] = rnd
-        if rnd == rounds:
-            last["rows"] = rows  # reported below, with the models
+        self.last_round = rnd
+        if rnd == self.rounds:
+            self.last_rows = rows  # reported in `finish`, with the models
             return
-        result = _report(sweep, rnd, rows, ended, "running")
-        ended.clear()
-        reported.append(result)
+        result = _report(self.sweep, rnd, rows, self.ended, "running")
+        self.ended.clear()
+        self.reported.append(result)
         if snapshot is None or snapshot.round != rnd:
             tune.report(result)
             return
         with tempfile.TemporaryDirectory(prefix="fco-state-") as folder:
-            save_snapshot(folder, replace(snapshot, records=reported))
+            save_snapshot(folder, replace(snapshot, records=self.reported))
             tune.report(result, checkpoint=tune.Checkpoint.from_directory(folder))  # copied
 
-    def hold(snapshot: Snapshot) -> None:  # called just before that round's on_round
-        pending[:] = [snapshot]
+    def fail(self) -> None:
+        pass  # Tune sees the error: it reruns the trial (tune.max_failures)
 
-    every = sweep.checkpoint_every(rounds) if stateless else 0
-    ref = (problems or {}).get(data_key(configs[0]))
-    built = None if ref is None else ray.get(ref)
-    # the trial's configurations are one group, on the driver's problem where it has it
-    prepared = prepare(configs, None if built is None else built_for(built, configs[0]))
-    results = prepared.run(on_round, start=start, checkpoint_every=every, on_checkpoint=hold)
-    models = {j: model for j, r in enumerate(results) if (model := prepared.model(j, r)) is not None}
-    if not models or last["rows"] is None:  # every configuration diverged
-        tune.report(_report(sweep, last["round"], {}, list(range(size)), "diverged"))
-        return
-    final = _report(sweep, rounds, last["rows"], ended, "finished")
-    # Ray logs "Checkpoint successfully created at ..." per trial to the driver's terminal;
-    # the checkpoint is only the carrier of the artifacts to the driver
-    logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
-    with tempfile.TemporaryDirectory() as tmp:
-        for j, model in models.items():
-            folder = Path(tmp) / str(j)
-            folder.mkdir()
-            write_artifacts(configs[j], model, folder)
-        tune.report(final, checkpoint=tune.Checkpoint.from_directory(tmp))
+    def finish(self, prepared, results, models: dict[int, dict]) -> None:
+        if not models or self.last_rows is None:  # every configuration diverged
+            tune.report(_report(self.sweep, self.last_round, {}, list(range(len(results))),
+                                "diverged"))
+            return
+        final = _report(self.sweep, self.rounds, self.last_rows, self.ended, "finished")
+        # Ray logs "Checkpoint successfully created at ..." per trial to the driver's
+        # terminal; the checkpoint is only the carrier of the artifacts to the driver
+        logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
+        with tempfile.TemporaryDirectory() as tmp:
+            for j, model in models.items():
+                folder = Path(tmp) / str(j)
+                folder.mkdir()
+                write_artifacts(prepared.configs[j], model, folder)
+            tune.report(final, checkpoint=tune.Checkpoint.from_directory(tmp))
 
 
 def _restored() -> Snapshot | None:
