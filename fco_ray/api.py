@@ -56,7 +56,7 @@ def run_parsed(cfg: RunConfig, *, problem: Problem | None = None,
     """`run` of a configuration parsed already (`fco-ray run` parses its file and --set
     values into the RunConfig it hands here): every argument as in `run`."""
     log = _RunObservers(cfg, on_eval, tracking, progress)
-    # the data is read and checked (run_group's prepare) before MLflow is touched (open)
+    # the data is read and checked (run_group's prepare) before MLflow is touched (begin)
     prepared, (result,), models = run_group([cfg], log, problem, **checkpoints)
     import pandas as pd  # after the config is checked: a bad value is answered without it
 
@@ -80,7 +80,7 @@ class _RunObservers:
         self.run = self.shown = None
         self.on_round = None  # no observer: the rounds go unwatched
 
-    def open(self, prepared) -> None:
+    def begin(self, prepared) -> None:
         if self.tracking:
             from .tracking.runs import RunLog
 

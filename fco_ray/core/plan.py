@@ -222,7 +222,7 @@ class GroupLog(Protocol):
     #: called at every evaluated round (`engine.OnRound`); None: no rows wanted
     on_round: OnRound | None
 
-    def open(self, prepared: Prepared) -> None:
+    def begin(self, prepared: Prepared) -> None:
         """The group is prepared (its data read and checked): about to run."""
 
     def fail(self) -> None:
@@ -235,13 +235,13 @@ class GroupLog(Protocol):
 
 def run_group(configs: list[RunConfig], log: GroupLog, problem: Problem | None = None,
               **checkpoints) -> tuple[Prepared, list[RunResult], dict[int, dict]]:
-    """One group's run, logged: `prepare` (the data read and checked before the log opens),
+    """One group's run, logged: `prepare` (the data read and checked before the log begins),
     the rounds with `log.on_round` (`checkpoints`: `start`, `checkpoint_every`,
     `on_checkpoint` of `engine.run_rounds`), each finished member's model, and `log.finish`
     with them (its artifacts); `log.fail` where the run raises. The one sequence of
     `fco_ray.run` and a sweep's trial."""
     prepared = prepare(configs, problem)
-    log.open(prepared)
+    log.begin(prepared)
     try:
         results = prepared.run(log.on_round, **checkpoints)
     except BaseException:

@@ -150,7 +150,7 @@ class TrialLog:
         for result in self.reported:  # again: the driver may have died before logging them
             tune.report({**result, "replayed": True})  # (its logger skips rounds it has)
 
-    def open(self, prepared) -> None:
+    def begin(self, prepared) -> None:
         pass
 
     def hold(self, snapshot: Snapshot) -> None:

@@ -321,3 +321,16 @@ def test_the_driver_keeps_problems_within_its_memory_share(tmp_path, monkeypatch
     assert len(load_sweep(path).problems) == 1
     monkeypatch.setattr(checks, "KEEP_SHARE", 0.0)
     assert load_sweep(path).problems == {}
+
+
+def test_the_driver_checks_the_trials_of_one_problem_section_on_one_build(tmp_path, monkeypatch):
+    """The trials of one problem section are checked on one build whatever their seeds (the
+    grouping of `plan.data_key(cfg, seed=False)`), which the driver keeps for the trials on
+    that build's data (`plan.data_key`)."""
+    from fco_ray.sweep import checks
+
+    built, real = [], checks.build
+    monkeypatch.setattr(checks, "build", lambda cfg: built.append(cfg.seed) or real(cfg))
+    sweep = load_sweep(write_sweep(tmp_path, seeds=[0, 1, 2]))
+    assert built == [0]
+    assert list(sweep.problems) == [checks.data_key(sweep.run_config(next(sweep.points())))]
