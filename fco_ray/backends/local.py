@@ -45,10 +45,21 @@ class RuleClients:
     def __init__(self):
         self.compiled = None
         self.chosen: dict = {}  # (algorithm class, settings, problem id) -> accelerator or None
+        self.last = None  # (group, problem, program, accelerator) of the last call
 
     def client_sums(self, group, problem, payload, rows, key) -> dict:
         """The weighted sum over the clients `rows` of every member's client message."""
         weights = group.client_weights(problem, rows)
+        if self.last is None or self.last[0] is not group or self.last[1] is not problem:
+            self.last = (group, problem, *self._choose(group, problem))
+        _, _, program, accelerator = self.last
+        if accelerator is not None:
+            return accelerator.client_sums(group, problem, payload, rows, key, weights)
+        return program.client_sums(payload, group.rule_hyper(program.problem_rule.lam), key.seed,
+                                   key.round, key.client_ids, rows, weights)
+
+    def _choose(self, group, problem) -> tuple:
+        """(the compiled rule of `group` on `problem`, the accelerator chosen for it or None)."""
         if self.compiled is None:
             from ..rules.host import Programs as Compiled
 
@@ -59,11 +70,7 @@ class RuleClients:
             from ..accelerators import choose
 
             self.chosen[choice] = choose(group, problem, program.problem_rule)
-        accelerator = self.chosen[choice]
-        if accelerator is not None:
-            return accelerator.client_sums(group, problem, payload, rows, key, weights)
-        return program.client_sums(payload, group.rule_hyper(program.problem_rule.lam), key.seed,
-                                   key.round, key.client_ids, rows, weights)
+        return program, self.chosen[choice]
 
 
 class ClientStates:

@@ -17,8 +17,9 @@ Faults: an actor whose process dies (killed, out of memory, node lost) is restar
 (`max_restarts`) in the same placement-group bundle; its constructor rebuilds the shard from
 the data the backend keeps in the object store (`ray.put`, one ref per shard), and Ray
 resubmits the interrupted call (`max_task_retries`). The algorithm travels with every
-call (by value, a few hundred bytes; a large one by object ref), so a fresh actor has
-it. A call is a pure function of (algorithm, shard data, payload, ids, seed,
+call (by value, a few hundred bytes; a large one by object ref) beside a token of the
+driver's object, so a fresh actor has it and a warm one keeps its own copy (and what it
+compiled for it) while the token stays. A call is a pure function of (algorithm, shard data, payload, ids, seed,
 round), so the redone round equals an undisturbed one.
 The exception is client state (`Algorithm.client_state`, e.g. CoCoA+ duals), which each
 actor keeps in its own store next to its shard, keyed by the backend's run token (dropped
@@ -88,22 +89,24 @@ class ShardWorker:
         self.problem = ray.get(ref)
         self.client_ids = np.asarray(client_ids)  # sorted global ids; local row = position
         self.chunk_size = chunk_size
-        self.algorithm, self.algorithm_id = None, None  # the algorithm and its ref's id
+        self.algorithm, self.algorithm_id = None, None  # the algorithm and its token
         self.received = 0  # bytes of the last round's arguments (payload + ids)
         self.states: dict[str, ClientStates] = {}  # run token -> its client states
         self.programs = RuleClients()  # the rules compiled in this actor, kept across runs
 
-    def _use(self, algorithm) -> None:
-        """The algorithm of this call: sent by value with every call (a few hundred bytes,
-        unpacked by Ray with the other arguments; an object ref in the arguments would cost
-        Ray a borrower round trip per call), or, for a large one, as [object ref] (wrapped
-        so that Ray passes the ref), fetched when new to this actor (also after a restart)."""
-        if not isinstance(algorithm, list):
-            self.algorithm, self.algorithm_id = algorithm, None
+    def _use(self, algorithm: tuple) -> None:
+        """The algorithm of this call, as (its token, the algorithm): sent by value with every
+        call (a few hundred bytes, unpacked by Ray with the other arguments; an object ref in
+        the arguments would cost Ray a borrower round trip per call), or, for a large one, as
+        [object ref] (wrapped so that Ray passes the ref), fetched when new to this actor
+        (also after a restart). While the token stays the same the actor keeps the object it
+        has, with what it derived from it (its compiled rule, an accelerator's thresholds),
+        instead of deriving them again from each call's fresh copy."""
+        token, sent = algorithm
+        if token == self.algorithm_id:
             return
-        (ref,) = algorithm
-        if ref.hex() != self.algorithm_id:
-            self.algorithm, self.algorithm_id = ray.get(ref), ref.hex()
+        self.algorithm = ray.get(sent[0]) if isinstance(sent, list) else sent
+        self.algorithm_id = token
 
     def holds_state(self, run: str) -> bool:
         """Whether this actor holds client state of run `run` (a restarted actor has none)."""
@@ -313,10 +316,10 @@ class RayBackend:
         ids = np.asarray(client_ids)
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_clients):
             raise ValueError(f"client ids must be in [0, {self.num_clients}), got {ids.min()}..{ids.max()}")
-        if algorithm is not self._algorithm:  # a new algorithm object: sized once
+        if algorithm is not self._algorithm:  # a new algorithm object: sized once, a new token
             small = len(cloudpickle.dumps(algorithm)) <= INLINE_BYTES
             # a large one goes to the object store once (the actors fetch it by ref)
-            self._algorithm_arg = algorithm if small else [ray.put(algorithm)]
+            self._algorithm_arg = (uuid.uuid4().hex, algorithm if small else [ray.put(algorithm)])
             self._algorithm = algorithm
         owner = np.searchsorted(self.starts, ids, side="right") - 1
         per_actor = [ids[owner == a] for a in range(len(self.actors))]
