@@ -1,9 +1,16 @@
 """How long the test suite takes: the README's fast subset and the whole suite, each run once
 with pytest, timed, with the machine's load average before and after.
 
-    .venv/bin/python benchmarks/test_suite.py [--only fast,full] [--out benchmarks/results/test_suite.md]
+    .venv/bin/python benchmarks/test_suite.py [--only fast,full,install] [--cold] [--out benchmarks/results/test_suite.md]
     .venv/bin/python benchmarks/test_suite.py --pages   # README.md and docs/benchmarks.md from the record
     .venv/bin/python benchmarks/test_suite.py --quick   # a smoke run: one small test file
+
+`install` times the README's set-up step alone (a new virtual environment in a temporary
+folder, `pip install -q -e '.[test]'`: what a fresh clone pays before its first test).
+`--cold` empties the compilation caches first (JAX's persistent cache of the tests and
+numba's cached kernels) before each run, as on a fresh clone, and keeps the run as
+`fast-cold` / `full-cold` beside the warm one; without it the record says whether the caches
+were warm (held entries) when the run started.
 
 Writes the record (`test_suite.json`: per run the command, wall seconds, passed / failed /
 skipped, the load averages, the slowest tests; a run of one kind replaces the record's
@@ -22,6 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import shutil
 import textwrap
 import time
 import xml.etree.ElementTree as ET
@@ -31,7 +39,10 @@ from fco_ray.runtime.files import write_file
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 FAST = ["-m", "not slow and not ray"]
-RUNS = {"fast": FAST, "full": []}
+RUNS = {"fast": FAST, "full": [], "install": None}
+#: the compilation caches a fresh clone starts without (tests/conftest.py; fco_ray/ops/kernels.py)
+JAX_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fco-ray-tests" / "jax"
+NUMBA_CACHES = ("*.nbi", "*.nbc")
 MARK = "<!-- benchmarks/test_suite.py -->"
 END = "<!-- /benchmarks/test_suite.py -->"
 
@@ -40,8 +51,55 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def cpu_model() -> str:
+    """The CPU's model name as Linux reports it (`unknown` elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def numba_files() -> list[Path]:
+    return [f for pattern in NUMBA_CACHES for f in (ROOT / "fco_ray").rglob(pattern)]
+
+
+def caches() -> str:
+    """`warm` if the JAX test cache and numba's kernel cache hold entries, `cold` if neither
+    does, else which one is warm."""
+    jax = JAX_CACHE.is_dir() and any(JAX_CACHE.iterdir())
+    numba = bool(numba_files())
+    return "warm" if jax and numba else "cold" if not (jax or numba) else \
+        ("JAX warm, numba cold" if jax else "numba warm, JAX cold")
+
+
+def empty_caches() -> None:
+    shutil.rmtree(JAX_CACHE, ignore_errors=True)
+    for f in numba_files():
+        f.unlink()
+
+
+def install(work: Path) -> dict:
+    """The README's set-up step in a new folder: venv + editable install with the test extra."""
+    venv = work / "venv"
+    before, start = load(), time.perf_counter()
+    done = subprocess.run(f"{sys.executable} -m venv {venv} && {venv}/bin/pip install -q -e '.[test]'",
+                          shell=True, cwd=ROOT, capture_output=True, text=True)
+    wall, after = time.perf_counter() - start, load()
+    print(f"install: {wall:.0f} s, exit {done.returncode}, load {before} -> {after}", flush=True)
+    return {"name": "install", "command": "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]'",
+            "exit_code": done.returncode, "wall_s": round(wall, 1), "passed": 0, "failed": 0,
+            "skipped": 0, "failures": [] if done.returncode == 0 else [done.stderr[-2000:]],
+            "load_before": before, "load_after": after, "caches": "-", "slowest": []}
+
+
 def run(name: str, selection: list[str], work: Path, quick: bool) -> dict:
+    if selection is None:
+        return install(work)
     xml = work / f"{name}.xml"
+    state = caches()
     args = ["tests/unit/test_prox.py", "-n", "0"] if quick else []  # quick: in one process
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *selection, *args,
            f"--junitxml={xml}"]
@@ -64,7 +122,7 @@ def run(name: str, selection: list[str], work: Path, quick: bool) -> dict:
     shown = ".venv/bin/python -m pytest -q" + "".join(f' -m "{s}"' for s in selection[1::2])
     print(f"{name}: {wall:.0f} s, {counts}, load {before} -> {after}", flush=True)
     return {"name": name, "command": shown, "exit_code": done.returncode, "wall_s": round(wall, 1),
-            **counts, "failures": failures, "load_before": before, "load_after": after,
+            **counts, "failures": failures, "load_before": before, "load_after": after, "caches": state,
             "slowest": [{"s": round(t, 1), "test": test} for t, test in slowest[:15]]}
 
 
@@ -76,16 +134,24 @@ def loads(r: dict) -> str:
     return f"{r['load_before'][0]:.1f} at the start, {r['load_after'][0]:.1f} at the end"
 
 
+def machine(r: dict) -> str:
+    return f"{r.get('cpus', '?')} x {r.get('cpu', 'unknown CPU')}"
+
+
 def page(record: dict) -> str:
     lines = [f"# The test suite, {record['date']}", "",
-             f"Command: `{record['command']}` (commit {record['commit']}, {record['cpus']} CPUs; "
-             "load: the 1-minute load average before and after each run).", "",
-             "| run | started | commit | command | tests passed / failed / skipped | wall | load average |",
-             "|---|---|---|---|---|---|---|"]
+             f"Command: `{record['command']}` (commit {record['commit']}; load: the 1-minute "
+             "load average before and after each run; caches: JAX's persistent cache of the "
+             "tests and numba's cached kernels when the run started, cold as on a fresh clone).", "",
+             "| run | started | commit | machine | command | tests passed / failed / skipped | caches | wall | load average |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in record["runs"]:
-        lines.append(f"| {r['name']} | {r['date']} | {r['commit']} | `{r['command']}` | {r['passed']} / "
-                     f"{r['failed']} / {r['skipped']} | {r['wall_s']:.0f} s | {loads(r)} |")
+        lines.append(f"| {r['name']} | {r['date']} | {r['commit']} | {machine(r)} | `{r['command']}` | "
+                     f"{r['passed']} / {r['failed']} / {r['skipped']} | {r.get('caches', 'not recorded')} | "
+                     f"{r['wall_s']:.0f} s | {loads(r)} |")
     for r in record["runs"]:
+        if not r["slowest"]:
+            continue
         lines += ["", f"## The slowest tests of the {r['name']} run", "", "| s | test |", "|---|---|"]
         lines += [f"| {t['s']:.1f} | `{t['test']}` |" for t in r["slowest"]]
     return "\n".join(lines) + "\n"
@@ -94,15 +160,25 @@ def page(record: dict) -> str:
 def readme_sentence(record: dict) -> str:
     runs = {r["name"]: r for r in record["runs"]}
     full, fast = runs["full"], runs["fast"]
-    return (f"About {minutes(full['wall_s'])} on 2 cores for {full['passed'] + full['failed']} "
-            f"tests ({fast['wall_s']:.0f} s for the fast subset; "
-            f"[timings](docs/benchmarks.md#the-test-suite)).")
+    text = (f"Measured on {machine(full)} ({full['date'][:10]}, load {full['load_before'][0]:.0f}-"
+            f"{full['load_after'][0]:.0f}, caches {full.get('caches', 'not recorded')}): the whole suite "
+            f"took {minutes(full['wall_s'])} for {full['passed'] + full['failed']} tests, the fast subset "
+            f"{minutes(fast['wall_s'])} (caches {fast.get('caches', 'not recorded')})")
+    for kind, label in (("fast-cold", "fast subset"), ("full-cold", "whole suite")):
+        if kind in runs:
+            text += f"; the {label} with cold caches (a fresh clone) {minutes(runs[kind]['wall_s'])}"
+    if "install" in runs:
+        text += f", after an install of {minutes(runs['install']['wall_s'])}"
+    return (text + ". Machines of one kind differ: the same code has run 2-4x slower on another "
+            "2-core AMD EPYC machine; a fresh clone also compiles JAX's and numba's programs "
+            "once ([timings](docs/benchmarks.md#the-test-suite)).")
 
 
 def docs_section(record: dict) -> str:
     runs = {r["name"]: r for r in record["runs"]}
     full, fast = runs["full"], runs["fast"]
-    return (f"In two pytest-xdist workers (`-n 2`, set in pyproject.toml), the whole suite took "
+    return (f"On {machine(full)}, in two pytest-xdist workers (`-n 2`, set in pyproject.toml), "
+            f"caches {full.get('caches', 'not recorded')}, the whole suite took "
             f"{full['wall_s']:.0f} s ({minutes(full['wall_s'])}) for "
             f"{full['passed']} passed and {full['skipped']} skipped tests, load average "
             f"{loads(full)}; the fast subset (`-m \"not slow and not ray\"`) {fast['wall_s']:.0f} s "
@@ -125,6 +201,8 @@ def main() -> int:
                     "from the record (no test run)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: tests/unit/test_prox.py as "
                     "each run, the record in a temporary directory unless --out names one")
+    ap.add_argument("--cold", action="store_true", help="empty the JAX test cache and numba's kernel "
+                    "cache before the first run, as on a fresh clone")
     args = ap.parse_args()
     results = Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else RESULTS
     out = Path(args.out) if args.out else results / "test_suite.md"
@@ -144,13 +222,19 @@ def main() -> int:
               "runs": []}
     with tempfile.TemporaryDirectory() as work:
         for name in names:
+            if args.cold:
+                empty_caches()
             started = _dt.datetime.now().isoformat(timespec="minutes")
-            record["runs"].append({"date": started, "commit": commit,
-                                   **run(name, RUNS[name], Path(work), args.quick)})
+            result = run(name, RUNS[name], Path(work), args.quick)
+            if args.cold and RUNS[name] is not None:
+                result["name"] = f"{name}-cold"  # kept beside the warm run of its kind
+            record["runs"].append({"date": started, "commit": commit, "cpus": os.cpu_count(),
+                                   "cpu": cpu_model(), **result})
     if out.with_suffix(".json").is_file():  # the latest run of each kind is kept
         kept = json.loads(out.with_suffix(".json").read_text())["runs"]
-        record["runs"] = [r for r in kept if r["name"] not in names] + record["runs"]
-        record["runs"].sort(key=lambda r: list(RUNS).index(r["name"]))
+        made = {r["name"] for r in record["runs"]}
+        record["runs"] = [r for r in kept if r["name"] not in made] + record["runs"]
+        record["runs"].sort(key=lambda r: (list(RUNS).index(r["name"].removesuffix("-cold")), r["name"]))
     write_file(out.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
     write_file(out, page(record))
     print(f"wrote {out}")
