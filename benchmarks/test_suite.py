@@ -169,9 +169,9 @@ def readme_sentence(record: dict) -> str:
             text += f"; the {label} with cold caches (a fresh clone) {minutes(runs[kind]['wall_s'])}"
     if "install" in runs:
         text += f", after an install of {minutes(runs['install']['wall_s'])}"
-    return (text + ". Machines of one kind differ: the same code has run 2-4x slower on another "
-            "2-core AMD EPYC machine; a fresh clone also compiles JAX's and numba's programs "
-            "once ([timings](docs/benchmarks.md#the-test-suite)).")
+    return (text + ". Machines of one kind differ: the same code has run several times faster or "
+            "slower on another 2-core AMD EPYC machine, and a fresh clone compiles JAX's and "
+            "numba's programs once ([timings](docs/benchmarks.md#the-test-suite)).")
 
 
 def docs_section(record: dict) -> str:
