@@ -130,8 +130,8 @@ SWEEP = ["--set", "seeds=[0]", "--set", "algorithms=[feddualavg, fedmid]", "--se
 @pytest.mark.ray
 def test_the_sweeps_page_block_runs_reduced(ray_cluster, workdir, capsys):
     """docs/sweeps.md's block in a new directory: `fco-ray run` and `fco-ray sweep` with TINY
-    (and SWEEP) appended, then `runs`, `report` and `--version` as shown, and `mlflow ui` on a
-    free port until it serves its page."""
+    (and SWEEP) appended, then `runs`, `report` and `--version` as shown, and `fco-ray ui` on a
+    free port until the link it prints serves a page."""
     from fco_ray.cli import main
 
     for folder in ("examples", "sweeps"):
@@ -141,7 +141,10 @@ def test_the_sweeps_page_block_runs_reduced(ray_cluster, workdir, capsys):
     ran = []
     for command in shown[1:]:
         argv = shlex.split(command.replace("$PWD", str(workdir)))
-        if argv[0] == "fco-ray":
+        if argv[:2] == ["fco-ray", "ui"]:
+            ui_until_its_link_answers(argv, workdir)
+            ran.append("ui")
+        elif argv[0] == "fco-ray":
             extra = TINY + (SWEEP if argv[1] == "sweep" else []) if argv[1] in ("run", "sweep") else []
             try:
                 code = main(argv[1:] + extra)
@@ -155,8 +158,28 @@ def test_the_sweeps_page_block_runs_reduced(ray_cluster, workdir, capsys):
             ran.append("mlflow ui")
         else:
             raise AssertionError(f"docs/sweeps.md: no way to run {command!r} here")
-    assert ran == ["run", "sweep", "runs", "report", "mlflow ui", "--version"], ran
+    assert ran == ["run", "sweep", "runs", "report", "ui", "--version"], ran
     assert (workdir / "reports" / "e1_lasso").is_dir()
+
+
+def ui_until_its_link_answers(argv: list[str], workdir: Path) -> None:
+    """`fco-ray ui NAME` as a command on a free port: it prints the link once the UI answers;
+    the link then serves a page. Ended with the server it started (its process group)."""
+    proc = subprocess.Popen([str(BIN / "fco-ray"), *argv[1:], "--port", str(free_port())], cwd=workdir,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        lines = []
+        for line in proc.stdout:  # until the link (the command then runs until Ctrl-C)
+            lines.append(line)
+            if line.strip().startswith("http://127.0.0.1:"):
+                break
+        link = lines[-1].strip() if lines else ""
+        assert link.startswith("http://127.0.0.1:"), "".join(lines)[-2000:]
+        with urllib.request.urlopen(link, timeout=120) as r:  # a busy machine answers slowly
+            assert r.status == 200 and "<html" in r.read(2000).decode(errors="replace").lower()
+    finally:
+        end_process_group(proc)
 
 
 def serve_until_a_page(argv: list[str], workdir: Path) -> None:
