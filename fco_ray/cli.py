@@ -314,6 +314,11 @@ def cmd_report(args) -> int:
 
     index = render_report(sweep, tracking_uri=uri, out_dir=args.out,
                           dashboard=args.dashboard, ui_url=args.mlflow_ui)
+    import json
+
+    manifest = json.loads((index.parent / "report.json").read_text())
+    if not manifest.get("finished", True):  # the first warning says how (report.unfinished_note)
+        print(f"note: {manifest['warnings'][0]}")
     print(f"report: {index} (also attached to the sweep's parent run under report/)")
     return EXIT_OK
 

@@ -304,7 +304,8 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
     base = ui_base(data.client.tracking_uri, ui_url)
     experiment_id = data.parent.info.experiment_id
     links = {r: run_url(base, experiment_id, r) for r in trials.get("run_id", [])}
-    warnings = edge_warnings(data, best)
+    unfinished = unfinished_note(data)
+    warnings = [*([unfinished] if unfinished else []), *edge_warnings(data, best)]
 
     with tempfile.TemporaryDirectory() as tmp:
         stage = _Stage(Path(tmp))
@@ -320,11 +321,13 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
             "sweep": data.name, "parent_run_id": data.run_id, "experiment": data.experiment,
             "experiment_id": experiment_id, "tracking_uri": data.client.tracking_uri,
             "mlflow_ui": base, "dashboard": dash.name, "metric": metric, "mode": mode,
+            "finished": unfinished is None, "parent_status": data.parent.info.status,
             "figures": stage.figures, "table": "best.csv", "warnings": warnings,
             "notes": stage.notes, "files": files}, indent=1))
 
         status = trials["status"].value_counts().to_dict() if len(trials) else {}
-        summary = {"sweep": data.name, "experiment": data.experiment,
+        summary = {"sweep": data.name, **({"state": f"UNFINISHED: {unfinished}"} if unfinished else {}),
+                   "experiment": data.experiment,
                    "parent run": [(data.run_id, run_url(base, experiment_id, data.run_id))],
                    "problem": str(data.problem), "ranked by": f"{metric} ({mode}), mean final value over seeds",
                    "trials": ", ".join(f"{n} {s}" for s, n in sorted(status.items())) or "none",
@@ -349,6 +352,25 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
         _replace_local(stage.path, out)
         _replace_artifacts(data, stage.path)
     return out / "index.html"
+
+
+def unfinished_note(data: SweepData) -> str | None:
+    """A sentence saying that the sweep has not finished, from its MLflow parent run (the sweep
+    driver ends it FINISHED after the last trial, KILLED when stopped by Ctrl-C / SIGTERM or
+    a full disk, and leaves it RUNNING while it runs or if it was killed outright), else None."""
+    status = data.parent.info.status
+    if status == "FINISHED":
+        return None
+    trials = data.trials
+    ended = int(trials["status"].isin(["finished", "diverged", "error", "stopped"]).sum()) if len(trials) else 0
+    counts = f"{ended} of the {len(trials)} trials logged so far have ended"
+    if status in ("RUNNING", "SCHEDULED"):
+        return (f"sweep {data.name} still running (its MLflow parent run is {status}; or its driver "
+                f"was killed before it could end it): the numbers are partial, {counts}; render "
+                "the report again when the sweep has finished")
+    return (f"sweep {data.name} did not finish (its MLflow parent run ended {status}): the numbers "
+            f"are partial, {counts}; finish it with fco-ray sweep FILE --resume and render the "
+            "report again")
 
 
 def _previous_files(out: Path) -> list[Path]:
