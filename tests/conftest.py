@@ -33,60 +33,20 @@ class LocalRay:
     started by the first test that needs it and kept for every later one, instead of a
     cluster per module (5-8 s each to start and stop on 2 cores). `down()` ends it for a test
     that needs Ray down in this process (a cluster of its own, or a check that nothing
-    started Ray); the next test that needs it starts it again.
-
-    The cluster is started by a helper process (`HELPER`, a fresh interpreter: no JAX in it)
-    and this process joins it: `ray.init(address="local")` here would fork this process to
-    start Ray's daemons, and once a test has used JAX here that fork runs JAX's at-fork
-    hook ("os.fork() was called ... JAX is multithreaded, so this will likely lead to a
-    deadlock"). Joining a running cluster forks nothing (tests/ray/test_local_ray.py)."""
-
-    HELPER = ("import sys, ray\n"
-              "from fco_ray.backends.cluster import connect\n"
-              "connect(num_cpus=2)\n"
-              "print(ray.get_runtime_context().gcs_address, flush=True)\n"
-              "sys.stdin.read()\n"  # until the test process closes the pipe (or dies)
-              "ray.shutdown()\n")
-
-    def __init__(self):
-        self.helper = None
+    started Ray); the next test that needs it starts it again."""
 
     def up(self) -> None:
         ray = pytest.importorskip("ray")
-        if ray.is_initialized():
-            return
-        import subprocess
-
-        from fco_ray.backends.cluster import connect
-
-        self._stop_helper()
-        # no token auth on this private loopback cluster (Ray turns it on for a new local
-        # cluster when a token exists); output of the workers stays in the session's logs
-        env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-        env.pop("RAY_ADDRESS", None)
-        self.helper = subprocess.Popen([sys.executable, "-c", self.HELPER], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, text=True, env=env)
-        address = self.helper.stdout.readline().strip()
-        if not address:
-            self._stop_helper()
-            raise RuntimeError("the helper process did not start the session's Ray cluster")
-        connect(address)
+        if not ray.is_initialized():
+            # log_to_driver off, as on fco-ray's own local clusters: a worker's output
+            # (a trial's "Checkpoint successfully created") would otherwise reach this
+            # process's stderr late, deduplicated, inside a later test's captured output
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
 
     def down(self) -> None:
         ray = pytest.importorskip("ray")
         if ray.is_initialized():
             ray.shutdown()
-        self._stop_helper()
-
-    def _stop_helper(self) -> None:
-        if self.helper is not None:
-            self.helper.stdin.close()
-            try:
-                self.helper.wait(timeout=60)
-            except Exception:  # noqa: BLE001 - a helper that hangs is ended
-                self.helper.kill()
-                self.helper.wait()
-            self.helper = None
 
 
 #: test files that must not run beside each other's kind in another worker: `ray start --head`
