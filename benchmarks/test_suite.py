@@ -208,7 +208,7 @@ def main() -> int:
     out = Path(args.out) if args.out else results / "test_suite.md"
     if args.pages:
         record = json.loads(out.with_suffix(".json").read_text())
-        replace_marked(ROOT / "README.md", "\n" + textwrap.fill(readme_sentence(record), 160) + "\n")
+        replace_marked(ROOT / "README.md", "\n" + textwrap.fill(readme_sentence(record), 190) + "\n")
         replace_marked(ROOT / "docs" / "benchmarks.md", "\n" + textwrap.fill(docs_section(record), 92) + "\n")
         print(readme_sentence(record))
         return 0
