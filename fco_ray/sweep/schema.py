@@ -255,3 +255,14 @@ def read_sweep(path: str | Path, overrides: list[str] = ()) -> tuple[SweepFile, 
     raw = apply_overrides(load_yaml(path), list(overrides))
     spec = _validate_sweep(raw, path)
     return spec, yaml.safe_dump(raw, sort_keys=False) if overrides else Path(path).read_text()
+
+
+def __getattr__(name: str):
+    """`Sweep` lived here before the runtime sweep got its module (`fco_ray.sweep.sweep`): Tune
+    state saved then pickled it under this name, and a `--resume` of such a sweep looks it up
+    here (imported on that lookup only: `sweep.sweep` imports this module)."""
+    if name == "Sweep":
+        from .sweep import Sweep
+
+        return Sweep
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
