@@ -15,7 +15,6 @@ problems by the driver (checks.py: `load_sweep`).
 from __future__ import annotations
 
 from importlib import import_module
-
 from pathlib import Path
 from typing import Any, Literal
 
