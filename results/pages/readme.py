@@ -29,7 +29,7 @@ def quickstart_output() -> str:
     runs = [l for l in lines if re.match(r"\[\d+/\d+\] ", l)]
     start = next(i for i, l in enumerate(lines) if l.startswith("verdict:"))
     end = next(i for i, l in enumerate(lines) if l.startswith("MLflow parent run"))
-    links = [l for l in lines[end:] if l.startswith(("next:", "  mlflow ui", "  open "))]
+    links = [l for l in lines[end:] if l.startswith(("next:", "  fco-ray ui", "  open "))]
     shown = keep + runs[:1] + ["..."] + lines[start:end] + links
     return took + "\n```text\n" + "\n".join(abridge(line) for line in shown) + "\n```\n"
 
