@@ -160,18 +160,15 @@ def page(record: dict) -> str:
 def readme_sentence(record: dict) -> str:
     runs = {r["name"]: r for r in record["runs"]}
     full, fast = runs["full"], runs["fast"]
-    text = (f"Measured on {machine(full)} ({full['date'][:10]}, load {full['load_before'][0]:.0f}-"
-            f"{full['load_after'][0]:.0f}, caches {full.get('caches', 'not recorded')}): the whole suite "
-            f"took {minutes(full['wall_s'])} for {full['passed'] + full['failed']} tests, the fast subset "
-            f"{minutes(fast['wall_s'])} (caches {fast.get('caches', 'not recorded')})")
-    for kind, label in (("fast-cold", "fast subset"), ("full-cold", "whole suite")):
-        if kind in runs:
-            text += f"; the {label} with cold caches (a fresh clone) {minutes(runs[kind]['wall_s'])}"
+    text = (f"On {machine(full)} ({full['date'][:10]}, load {full['load_before'][0]:.0f}, caches "
+            f"{full.get('caches', 'not recorded')}): the whole suite {minutes(full['wall_s'])} "
+            f"({full['passed'] + full['failed']} tests), the fast subset {minutes(fast['wall_s'])}")
+    if "fast-cold" in runs:
+        text += f"; with cold caches (a fresh clone) {minutes(runs['fast-cold']['wall_s'])}"
     if "install" in runs:
         text += f", after an install of {minutes(runs['install']['wall_s'])}"
-    return (text + ". Machines of one kind differ: the same code has run several times faster or "
-            "slower on another 2-core AMD EPYC machine, and a fresh clone compiles JAX's and "
-            "numba's programs once ([timings](docs/benchmarks.md#the-test-suite)).")
+    return text + (". Machines of one kind differ several-fold "
+                   "([timings](docs/benchmarks.md#the-test-suite)).")
 
 
 def docs_section(record: dict) -> str:
@@ -184,7 +181,13 @@ def docs_section(record: dict) -> str:
             f"{loads(full)}; the fast subset (`-m \"not slow and not ray\"`) {fast['wall_s']:.0f} s "
             f"for {fast['passed']} passed and {fast['skipped']} skipped, load average {loads(fast)} "
             f"({full['date']}, commit {full['commit']}; the record and the slowest tests: "
-            "`benchmarks/results/test_suite.md`, written by `benchmarks/test_suite.py`).")
+            "`benchmarks/results/test_suite.md`, written by `benchmarks/test_suite.py`)."
+            + (f" With cold caches, as on a fresh clone (`--cold`: JAX's test cache and numba's "
+               f"kernels emptied), the fast subset took {runs['fast-cold']['wall_s']:.0f} s "
+               f"({minutes(runs['fast-cold']['wall_s'])}), load average {loads(runs['fast-cold'])}."
+               if "fast-cold" in runs else "")
+            + (f" The README's install step took {runs['install']['wall_s']:.0f} s."
+               if "install" in runs else ""))
 
 
 def replace_marked(path: Path, text: str) -> None:
