@@ -160,8 +160,8 @@ def page(record: dict) -> str:
 def readme_sentence(record: dict) -> str:
     runs = {r["name"]: r for r in record["runs"]}
     full, fast = runs["full"], runs["fast"]
-    text = (f"On {machine(full)} ({full['date'][:10]}, load {full['load_before'][0]:.0f}, caches "
-            f"{full.get('caches', 'not recorded')}): the whole suite {minutes(full['wall_s'])} "
+    text = (f"On {machine(full)} with {full.get('caches', 'not recorded')} caches: the whole suite "
+            f"{minutes(full['wall_s'])} "
             f"({full['passed'] + full['failed']} tests), the fast subset {minutes(fast['wall_s'])}")
     if "fast-cold" in runs:
         text += f"; with cold caches (a fresh clone) {minutes(runs['fast-cold']['wall_s'])}"
