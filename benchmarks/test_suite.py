@@ -34,6 +34,7 @@ import textwrap
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from benchmarks.device_metrics import cpu_model
 from fco_ray.runtime.files import write_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,17 +50,6 @@ END = "<!-- /benchmarks/test_suite.py -->"
 
 def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
-
-
-def cpu_model() -> str:
-    """The CPU's model name as Linux reports it (`unknown` elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def numba_files() -> list[Path]:
