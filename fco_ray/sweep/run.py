@@ -171,6 +171,10 @@ def _fit(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: b
                              registered=registrations(sweep)),
         TrialResources(sweep))
     if resume:  # the logger comes back with Tune's state (see MLflowLogger.__reduce__)
+        from . import schema
+
+        # state saved before the runtime sweep got its own module pickled it as schema.Sweep
+        schema.Sweep = Sweep
         tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_errored=True)
     else:
         logger = MLflowLogger(sweep, store.uri, echo)

@@ -14,7 +14,6 @@ problems by the driver (checks.py: `load_sweep`).
 """
 from __future__ import annotations
 
-from importlib import import_module
 from pathlib import Path
 from typing import Any, Literal
 
@@ -256,14 +255,3 @@ def read_sweep(path: str | Path, overrides: list[str] = ()) -> tuple[SweepFile, 
     raw = apply_overrides(load_yaml(path), list(overrides))
     spec = _validate_sweep(raw, path)
     return spec, yaml.safe_dump(raw, sort_keys=False) if overrides else Path(path).read_text()
-
-
-
-def __getattr__(name: str):
-    """`Sweep` lived here before the runtime sweep got its own module (`fco_ray.sweep.sweep`):
-    Tune state saved then pickled it under this name, and a `--resume` of such a sweep looks
-    it up here. Found on that lookup only (as `fco_ray.sweep` finds its names), so this
-    module still imports nothing of the runtime sweep."""
-    if name == "Sweep":
-        return import_module(".sweep", __package__).Sweep
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
