@@ -19,8 +19,8 @@ the data the backend keeps in the object store (`ray.put`, one ref per shard), a
 resubmits the interrupted call (`max_task_retries`). The algorithm travels with every
 call (by value, a few hundred bytes; a large one by object ref) beside a token of the
 driver's object, so a fresh actor has it and a warm one keeps its own copy (and what it
-compiled for it) while the token stays. A call is a pure function of (algorithm, shard data, payload, ids, seed,
-round), so the redone round equals an undisturbed one.
+compiled for it) while the token stays. A call is a pure function of (algorithm, shard
+data, payload, ids, seed, round), so the redone round equals an undisturbed one.
 The exception is client state (`Algorithm.client_state`, e.g. CoCoA+ duals), which each
 actor keeps in its own store next to its shard, keyed by the backend's run token (dropped
 when the next run starts or the backend closes): a restart loses it, and the backend
@@ -129,8 +129,9 @@ class ShardWorker:
         """sum_m p_m * message_m over this shard's clients `ids` (global), in chunks; plus
         this process's pid and whether it now holds client state of run `run` (see
         `RayBackend._check_restarts`). `call` = (algorithm, payload, ids, seed, rnd, run):
-        one argument, which Ray serializes once (six cost E1's round ~0.6 ms more); a large
-        payload is in it as its object ref."""
+        one argument, which Ray serializes once (six separate arguments cost Ray a
+        serialization each: benchmarks/results/ray_round_one_argument.md); a large payload is
+        in it as its object ref."""
         algorithm, payload, ids, seed, rnd, run = call
         if isinstance(payload, ray.ObjectRef):
             payload = ray.get(payload)
