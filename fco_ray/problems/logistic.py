@@ -18,21 +18,12 @@ Metrics: `train_loss` (the regularized objective above), `train_accuracy` and `v
 for the constrained problems `val_accuracy` is the held-out *test* split), `density`
 (fraction of weight entries with |w| > 1e-4; biases excluded).
 
-Datasets:
-- `digits` (default, ships with scikit-learn): 8x8 pixels scaled to [0, 1]; a random 20 %
-  test split; the rest split over `clients` by Dirichlet(`alpha`) label skew. For the binary
-  problem only the two digits `classes` = (negative, positive) are kept (default 3 vs 8).
-- `breast_cancer` (binary, ships with scikit-learn): features standardized with the
-  training split's mean and standard deviation, then split like `digits`.
-- `haxby` (binary, local copy, see `fco_ray.data.haxby`): one client per session.
-- `emnist` (multinomial, local copy, see `fco_ray.data.emnist`): one client per writer,
-  validation = the same writers' test examples.
-- `synthetic_fmri` (binary, or `conditions` classes for the constrained problems; generated,
-  see `fco_ray.data.synthetic_fmri`): a known sparse smooth weight map on a 3-D voxel grid,
-  spatially correlated voxels, `subjects_per_client` subjects per client, labels from the
-  logistic model; validation = `val_clients` clients of held-out subjects. On
-  `sparse_logreg` the metrics add the support `precision`, `recall` and `f1` against the
-  true map (nonzero = |w| > 1e-4).
+Datasets (`problem.dataset`; each one's loader, memory estimate and own keys are its object in
+`fco_ray.data.datasets.DATASETS`): `digits` (default; binary: the two digits `classes`),
+`breast_cancer` (binary, standardized), `haxby` (binary, a local copy), `emnist`
+(multinomial, a local copy), `synthetic_fmri` (binary, or `conditions` classes for the
+constrained problems; generated with a known sparse weight map: on `sparse_logreg` the
+metrics add the support `precision`, `recall` and `f1` against it, nonzero = |w| > 1e-4).
 """
 from __future__ import annotations
 
@@ -42,7 +33,8 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ..data.partition import dirichlet_label_split
+from ..data.datasets import DATASETS, DEFAULT_CLIENTS
+from ..data.datasets import clients_from_pairs  # noqa: F401  (tests build problems from pairs)
 from ..data.stores import ClientData
 from ..ops import regularizers as R
 from ..ops.tree import Params
@@ -165,52 +157,6 @@ def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray, weight: np.ndarray)
     return loss, dz
 
 
-# ---- feasibility ------------------------------------------------------------------------
-
-# ---- data -------------------------------------------------------------------------------
-
-DEFAULT_CLIENTS = 20  # clients of the shipped (scikit-learn) datasets and of synthetic_fmri
-SHIPPED_SIZES = {"digits": (1797, 64), "breast_cancer": (569, 30)}  # (samples, features)
-EMNIST_SIZES = {True: (3383, 341_873 + 40_832), False: (3400, 671_585 + 77_483)}  # TFF's counts
-
-
-def clients_from_pairs(pairs) -> ClientData:
-    """ClientData with arrays `x`, `y` from per-client (x, y) pairs; empty clients dropped."""
-    return ClientData.from_lists([{"x": x, "y": y} for x, y in pairs if len(y)])
-
-
-def split_pooled(x: np.ndarray, y: np.ndarray, clients: int, alpha: float, seed: int,
-                 test_fraction: float, standardize: bool = False):
-    """A random test split (one validation client) and a Dirichlet(alpha) label-skewed split
-    of the rest over `clients`. With `standardize`, features are z-scored with the training
-    split's statistics. Returns (train, test or None)."""
-    rng = np.random.default_rng([seed, 0xC1A5])
-    order = rng.permutation(len(y))
-    n_test = int(round(test_fraction * len(y)))
-    test, train = order[:n_test], order[n_test:]
-    if standardize:
-        mean, std = x[train].mean(axis=0), x[train].std(axis=0)
-        x = (x - mean) / np.where(std > 0, std, 1.0)
-    parts = dirichlet_label_split(y[train], clients, alpha, rng)
-    train_data = clients_from_pairs([(x[train][p], y[train][p]) for p in parts])
-    return train_data, (clients_from_pairs([(x[test], y[test])]) if n_test else None)
-
-
-def shipped_dataset(name: str, classes: tuple[int, int] | None = None):
-    """(x, y) of a scikit-learn dataset: `digits` (pixels / 16; with `classes` = (neg, pos)
-    only those two digits, y = 1 for pos) or `breast_cancer` (y = 1 benign)."""
-    from sklearn import datasets
-
-    if name == "breast_cancer":
-        return datasets.load_breast_cancer(return_X_y=True)
-    x, y = datasets.load_digits(return_X_y=True)
-    x = x / 16.0
-    if classes is not None:
-        keep = np.isin(y, classes)
-        x, y = x[keep], (y[keep] == classes[1]).astype(np.int64)
-    return x, y
-
-
 # ---- configuration ----------------------------------------------------------------------
 
 class _DataParams(ProblemParams):
@@ -227,6 +173,7 @@ class _DataParams(ProblemParams):
     alpha: float = Field(0.5, gt=0, allow_inf_nan=False, description="Dirichlet label skew")
     test_fraction: float = Field(0.2, ge=0, le=0.9, description="held-out split of shipped data")
     # synthetic_fmri (fco_ray.data.synthetic_fmri); an error when set with another dataset
+    # (its `own_keys` in fco_ray.data.datasets)
     grid: int = Field(10, ge=2, le=64, description="synthetic_fmri: voxels per side of the cubic grid")
     support: int = Field(50, ge=1, description="synthetic_fmri: nonzero voxels of each true map (<= grid^3)")
     blobs: int = Field(4, ge=1, le=100, description="synthetic_fmri: Gaussian bumps per true map")
@@ -241,25 +188,9 @@ class _DataParams(ProblemParams):
     val_clients: int = Field(5, ge=0, le=100_000, description="synthetic_fmri: validation clients (held-out subjects)")
     subjects_per_client: int = Field(2, ge=1, le=10_000, description="synthetic_fmri: subjects per client")
     scans_per_subject: int = Field(20, ge=1, le=100_000, description="synthetic_fmri: scans per subject")
-    SYNTHETIC_KEYS: ClassVar[tuple[str, ...]] = (
-        "grid", "support", "blobs", "smoothness", "noise_smoothness", "subject_shift", "signal",
-        "val_clients", "subjects_per_client", "scans_per_subject")
 
     def estimated_bytes(self):
-        if self.dataset == "synthetic_fmri":
-            scans = ((self.clients or DEFAULT_CLIENTS) + self.val_clients) * self.subjects_per_client * self.scans_per_subject
-            return {f"the synthetic_fmri scans ({scans:,} x {self.grid}^3 voxels, float64, twice; "
-                    f"problem.clients, val_clients, subjects_per_client, scans_per_subject, grid)":
-                    2 * 8 * scans * self.grid ** 3}
-        if self.dataset == "haxby":  # one subject's 4-D BOLD series at a time, float32
-            return {"one Haxby subject's BOLD series (40 x 64 x 64 x 1,452 float32)": 4 * 40 * 64 * 64 * 1452}
-        if self.dataset == "emnist":  # float32 pixels, read once and copied into client arrays
-            writers, examples = EMNIST_SIZES[self.only_digits]
-            share = min(self.clients or writers, writers) / writers
-            return {f"the EMNIST examples ({examples:,} x 784 float32, twice; x problem.clients"
-                    f"={self.clients} / {writers:,} writers)": int(2 * 4 * 784 * examples * share)}
-        n, d = SHIPPED_SIZES[self.dataset]
-        return {f"the {self.dataset} data ({n:,} x {d} floats, twice)": 2 * 8 * n * d}
+        return DATASETS[self.dataset].estimated_bytes(self)
 
     @model_validator(mode="before")
     @classmethod
@@ -277,17 +208,20 @@ class _DataParams(ProblemParams):
         return self
 
     @model_validator(mode="after")
-    def _synthetic_keys(self):
-        """The generator's keys are set only with it, and its support fits its grid."""
-        if self.dataset != "synthetic_fmri":
-            given = [k for k in self.SYNTHETIC_KEYS if k in self.model_fields_set]
-            if given:
-                raise ValueError(f"problem.{given[0]} is only used by dataset 'synthetic_fmri', "
+    def _dataset_keys(self):
+        """Keys another dataset owns are not set (the synthetic_fmri generator's), nor keys
+        this dataset refuses (haxby: clients); its own constraints hold."""
+        dataset = DATASETS[self.dataset]
+        for other in DATASETS.values():
+            given = [k for k in other.own_keys if k in self.model_fields_set]
+            if other is not dataset and given:
+                raise ValueError(f"problem.{given[0]} is only used by dataset {other.name!r}, "
                                  f"got dataset {self.dataset!r} with {given[0]}={getattr(self, given[0])!r}")
-            return self
-        if self.support > self.grid ** 3:
-            raise ValueError(f"problem.support must be in [1, {self.grid ** 3}] (problem.grid^3 "
-                             f"voxels at grid={self.grid}), got {self.support}")
+        for key, reason in dataset.unset_keys.items():
+            if getattr(self, key) is not None:
+                raise ValueError(f"problem.{key} must be unset for dataset {self.dataset!r} ({reason}), "
+                                 f"got {getattr(self, key)}")
+        dataset.check(self)
         return self
 
 
@@ -312,9 +246,6 @@ class SparseLogRegParams(_DataParams):
     def _valid(self):
         if len(set(self.classes)) != 2 or not all(0 <= c <= 9 for c in self.classes):
             raise ValueError(f"problem.classes must be two different digits in 0..9, got {list(self.classes)}")
-        if self.dataset == "haxby" and self.clients is not None:
-            raise ValueError(f"problem.clients must be unset for dataset 'haxby' (one client per "
-                             f"session), got {self.clients}")
         subjects = self.train_subjects + self.val_subjects
         if not self.train_subjects or not all(1 <= s <= 6 for s in subjects) or len(set(subjects)) < len(subjects):
             raise ValueError(f"problem.train_subjects {self.train_subjects} and val_subjects "
@@ -332,7 +263,6 @@ class _ImageParams(_DataParams):
     dataset: Literal["digits", "emnist", "synthetic_fmri"] = "digits"
     only_digits: bool = Field(True, description="emnist: 10 digit classes (True) or 62 classes")
     conditions: int = Field(2, ge=2, le=1000, description="synthetic_fmri: classes (experimental conditions)")
-    SYNTHETIC_KEYS: ClassVar[tuple[str, ...]] = (*_DataParams.SYNTHETIC_KEYS, "conditions")
     constraint: Literal["l1_ball", "l2_ball"] = "l1_ball"
     radius: float = Field(gt=0, allow_inf_nan=False, description="radius of the ball (per matrix)")
 
@@ -354,57 +284,9 @@ class ConstrainedLogRegParams(_ImageParams):
     problem_class: ClassVar[type[Problem]] = Multinomial
 
 
-def synthetic_fmri(p: _DataParams, seed: int, conditions: int = 2):
-    """Training clients, validation clients (None if val_clients = 0) and info (the truth
-    `w_true`, `bayes_accuracy`, `classes`) of the synthetic_fmri stand-in."""
-    from ..data.synthetic_fmri import make_synthetic_fmri
-
-    data = make_synthetic_fmri(seed, conditions=conditions, clients=p.clients or DEFAULT_CLIENTS,
-                               **{k: getattr(p, k) for k in _DataParams.SYNTHETIC_KEYS})
-    info = {"dataset": "synthetic_fmri", "classes": conditions, "w_true": data.truth,
-            "bayes_accuracy": data.bayes_accuracy}
-    return clients_from_pairs(data.train), clients_from_pairs(data.val) if data.val else None, info
-
-
-def image_data(p: _ImageParams, seed: int) -> tuple[ClientData, ClientData | None, dict]:
-    """Training clients, validation (test) data and info for digits, federated EMNIST or
-    synthetic_fmri (`conditions` classes)."""
-    if p.dataset == "synthetic_fmri":
-        return synthetic_fmri(p, seed, p.conditions)
-    if p.dataset == "emnist":
-        from ..data.emnist import load_emnist
-
-        try:
-            data = load_emnist(p.path, p.only_digits, p.clients, seed)
-        except FileNotFoundError as e:
-            raise ValueError(f"problem.path: {e}") from None
-        test = [pair for pair in data.test if len(pair[1])]
-        return (clients_from_pairs(data.train), clients_from_pairs(test) if test else None,
-                {"classes": data.classes, "client_ids": data.client_ids})
-    x, y = shipped_dataset("digits")
-    train, val = split_pooled(x, y, p.clients or DEFAULT_CLIENTS, p.alpha, seed, p.test_fraction)
-    return train, val, {"classes": 10}
-
-
 @register_problem("sparse_logreg", SparseLogRegParams)
 def build_sparse_logreg(p: SparseLogRegParams, seed: int) -> BinaryLogistic:
-    info = {"dataset": p.dataset}
-    if p.dataset == "haxby":
-        from ..data.haxby import load_haxby
-
-        try:
-            data = load_haxby(p.path, p.train_subjects, p.val_subjects, p.mask, p.standardize)
-        except FileNotFoundError as e:
-            raise ValueError(f"problem.path: {e}") from None
-        train = clients_from_pairs(data.train)
-        val = clients_from_pairs(data.val) if data.val else None
-        info.update(sessions_train=data.sessions_train, sessions_val=data.sessions_val)
-    elif p.dataset == "synthetic_fmri":
-        train, val, info = synthetic_fmri(p, seed)
-    else:
-        x, y = shipped_dataset(p.dataset, p.classes if p.dataset == "digits" else None)
-        train, val = split_pooled(x, y, p.clients or DEFAULT_CLIENTS, p.alpha, seed, p.test_fraction,
-                                  standardize=p.dataset == "breast_cancer")
+    train, val, info = DATASETS[p.dataset].load(p, seed, binary=True)
     shapes = {"w": (train.arrays["x"].shape[-1],), "b": ()}
     return BinaryLogistic(train=train, val=val, shapes=shapes, name="sparse_logreg", info=info,
                           psi=R.Blockwise({"w": R.L1(p.lam)}, shapes))
@@ -412,7 +294,7 @@ def build_sparse_logreg(p: SparseLogRegParams, seed: int) -> BinaryLogistic:
 
 @register_problem("constrained_logreg", ConstrainedLogRegParams)
 def build_constrained_logreg(p: ConstrainedLogRegParams, seed: int) -> Multinomial:
-    train, val, info = image_data(p, seed)
+    train, val, info = DATASETS[p.dataset].load(p, seed, binary=False)
     shapes = {"w": (train.arrays["x"].shape[-1], info["classes"]), "b": (info["classes"],)}
     psi = R.Blockwise({"w": R.make(p.constraint, radius=p.radius)}, shapes)
     return Multinomial(train=train, val=val, shapes=shapes, psi=psi, name="constrained_logreg", info=info)

@@ -8,8 +8,8 @@ unconstrained. All C clients run at once: every layer is one batched matmul
 (C, B, n_in) @ (C, n_in, n_out), and backpropagation is the same in reverse.
 
 Initialization: Glorot-uniform weights, zero biases, then projected onto the constraint set
-so that the first iterate is feasible. Data, metrics and the feasibility helper are those of
-`fco_ray.problems.logistic`.
+so that the first iterate is feasible. The data options and metrics are those of
+`fco_ray.problems.logistic`; the datasets are `fco_ray.data.datasets.DATASETS`.
 """
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from ..data.datasets import DATASETS
 from ..ops import regularizers as R
 from ..ops.tree import Params
 from .base import Problem
-from .logistic import Classifier, _bias, _ImageParams, image_data, softmax_cross_entropy
+from .logistic import Classifier, _bias, _ImageParams, softmax_cross_entropy
 from .registry import register_problem
 
 
@@ -92,8 +93,7 @@ class MlpParams(_ImageParams):
 
     def estimated_bytes(self):
         # at least MODEL_COPIES float64 copies of the weights live at once
-        features, classes = {"emnist": (784, 10 if self.only_digits else 62),
-                             "synthetic_fmri": (self.grid ** 3, self.conditions)}.get(self.dataset, (64, 10))
+        features, classes = DATASETS[self.dataset].features_classes(self)
         widths = [features, *self.hidden, classes]
         weights = sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:]))
         return {**super().estimated_bytes(),
@@ -103,7 +103,7 @@ class MlpParams(_ImageParams):
 
 @register_problem("mlp", MlpParams)
 def build_mlp(p: MlpParams, seed: int) -> MLP:
-    train, val, info = image_data(p, seed)
+    train, val, info = DATASETS[p.dataset].load(p, seed, binary=False)
     widths = [train.arrays["x"].shape[-1], *p.hidden, info["classes"]]
     shapes = {}
     for i, (n_in, n_out) in enumerate(zip(widths[:-1], widths[1:])):
