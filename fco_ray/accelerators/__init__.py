@@ -2,9 +2,14 @@
 work on the host, registered against that pair.
 
 The rule (`fco_ray.rules`) is the definition of every dense algorithm and problem; an
-accelerator computes the same numbers (to rounding) by other means: today the numba
-whole-step kernels of the least-squares problems under an l1 penalty, shared by the
-composite family through their thresholds (`least_squares`). Nothing requires one: a pair
+accelerator computes the same numbers (to rounding) by other means. Today, both for the
+composite family's rules (`PrimalAveraging`, `DualAveraging`) on the least-squares problem:
+- `least_squares_l1` (`least_squares`): a vector model under an l1 penalty (E1 lasso), the
+  numba whole-step kernel `kernels.least_squares_steps`, the rules told apart by its thresholds;
+- `least_squares_nuclear` (`lowrank`): a matrix model under a nuclear-norm penalty (E2
+  lowrank), the numba minibatch gradients `kernels.least_squares_grads` of all clients and
+  members per step and the nuclear prox as one batched NumPy SVD.
+Nothing requires one: a pair
 without an accelerator, or one the recorded benchmark does not find faster, runs its rule
 (`fco_ray.rules.host`). Every registered accelerator is checked against its rule by one
 parametrized test (tests/engine/test_accelerators.py: rows and final models, 1e-9).
@@ -35,6 +40,7 @@ SPEEDS = Path(__file__).with_name("speeds.json")
 #: the registered accelerators, by name: "module:object"
 ACCELERATORS: dict[str, str] = {
     "least_squares_l1": "fco_ray.accelerators.least_squares:LEAST_SQUARES_L1",
+    "least_squares_nuclear": "fco_ray.accelerators.lowrank:LEAST_SQUARES_NUCLEAR",
 }
 
 

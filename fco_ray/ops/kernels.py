@@ -9,6 +9,9 @@
   `fco_ray.accelerators.least_squares`): each sampled row is read once from the client data
   (no gathered copy of the minibatch for a lone model), its residual and its contribution to
   the gradient computed while it is in cache; equal to its rule (tests/engine/test_accelerators.py).
+- `least_squares_grads`: the minibatch gradients of one local step of least squares, all
+  clients and members of a round in one call, drawn as `least_squares_steps` draws them (the
+  accelerator of `fco_ray.accelerators.lowrank`, whose nuclear prox is a NumPy SVD outside).
 - `soft_threshold`: the l1 prox in one pass (tests/unit/test_prox.py).
 
 Kernels are compiled on first use and cached next to this file (`cache=True`), so a new
@@ -298,3 +301,71 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
                 _prox_step(wc[g], gw[g], step, post[k, r], sub_lam[r])
                 b[r] = step * (2.0 * gb) + b[r]
     return w, b
+
+
+@njit(cache=CACHE, fastmath={"reassoc", "contract"})
+def _lone_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, b, gw, gb):
+    """`least_squares_grads` for one model per client: the minibatch rows read where they
+    are, residuals by dot products, the gradient by B axpys (as `_lone_steps`)."""
+    dim = at.shape[1]
+    resid = np.empty(batch)
+    for c in range(ids.size):
+        flat = keyed_integers(seed, rnd, step, stream, ids[c:c + 1], sizes[c:c + 1], batch)
+        ac, g = at[c], gw[c]
+        total = 0.0
+        for j in range(batch):
+            i = flat[0, j] + offsets[c]
+            xi = x[i]
+            dot = 0.0
+            for p in range(dim):
+                dot += xi[p] * ac[p]
+            r = (dot + b[c] - y[i]) / batch
+            resid[j] = r
+            total += r
+        g[:] = 0.0
+        for j in range(batch):
+            xi, r = x[flat[0, j] + offsets[c]], resid[j]
+            for p in range(dim):
+                g[p] += r * xi[p]
+        gb[c] = total
+
+
+@njit(cache=CACHE)
+def least_squares_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, b, gw, gb):
+    """Half the minibatch gradients of linear least-squares models at local step `step`, all
+    clients and members of a round in one call (the gradient part of `least_squares_steps`,
+    for a psi whose prox is computed outside: the nuclear norm, `fco_ray.accelerators.lowrank`):
+
+        gw[r] = sum_j r_j x_j,  gb[r] = sum_j r_j,  r_j = (<x_j, at[r]> + b[r] - y_j) / batch
+
+    over the minibatch rows x_j of row r's client (the gradient of the mean of
+    (<x, at> + b - y)^2 is 2 gw, 2 gb). Rows as in `least_squares_steps`: at (R, P), b (R,),
+    R = C G, client c owns rows c G .. c G + G - 1 and draws its minibatch as the rule draws it
+    (key id ids[c], sizes[c] samples from row offsets[c] of x), once for its G rows: two BLAS
+    products for G > 1, in-place reads for G = 1 (`_lone_grads`). gw (R, P) and gb (R,) are
+    written."""
+    rows, dim = at.shape
+    clients = ids.size
+    group = rows // clients
+    if group == 1:
+        _lone_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, b, gw, gb)
+        return
+    xb = np.empty((batch, dim))
+    yb = np.empty(batch)
+    prod = np.empty((group, batch))
+    for c in range(clients):
+        r0 = c * group
+        flat = keyed_integers(seed, rnd, step, stream, ids[c:c + 1], sizes[c:c + 1], batch)
+        for j in range(batch):
+            i = flat[0, j] + offsets[c]
+            xb[j] = x[i]
+            yb[j] = y[i]
+        np.dot(at[r0:r0 + group], xb.T, prod)  # (G, B) residuals before the bias
+        for g in range(group):
+            total = 0.0
+            for j in range(batch):
+                r = (prod[g, j] + b[r0 + g] - yb[j]) / batch
+                prod[g, j] = r
+                total += r
+            gb[r0 + g] = total
+        np.dot(prod, xb, gw[r0:r0 + group])  # (G, P)

@@ -13,7 +13,9 @@ from fco_ray.runtime.refs import resolve  # noqa: E402
 
 #: a small problem of each accelerator's problem rule
 PROBLEMS = {"least_squares_l1": [{"name": "lasso", "clients": 12, "dim": 40, "samples_per_client": 16,
-                                  "support": 6, "val_clients": 2, "lam": 0.05}]}
+                                  "support": 6, "val_clients": 2, "lam": 0.05}],
+            "least_squares_nuclear": [{"name": "lowrank", "clients": 12, "dim": 6, "rank": 2,
+                                       "samples_per_client": 16, "val_clients": 2, "lam": 0.3}]}
 
 
 def cases():
@@ -27,32 +29,35 @@ def cases():
                 yield pytest.param(name, problem, algorithm, id=f"{name}-{problem['name']}-{algorithm}")
 
 
-def run(problem, algorithm, accelerated: bool, monkeypatch, grid=None):
-    """A run (or a fused grid) with every accelerator chosen, or none; asserts which ran."""
+def run(problem, algorithm, accelerated: bool, monkeypatch, grid=None, name=None):
+    """A run (or a fused grid) with every accelerator chosen, or none; asserts which ran
+    (accelerator `name`, where given, when accelerated)."""
     monkeypatch.setattr(accelerators, "faster", lambda name, group, speeds=None: accelerated)
     calls = []
     for ref in accelerators.ACCELERATORS.values():
         acc = resolve(ref)
         original = type(acc).client_sums
         monkeypatch.setattr(type(acc), "client_sums",
-                            lambda self, *a, _f=original, **k: calls.append(1) or _f(self, *a, **k))
+                            lambda self, *a, _f=original, **k: calls.append(self.name) or _f(self, *a, **k))
     config = {"problem": problem, "algorithm": {"name": algorithm, "client_lr": 0.02, "server_lr": 1.0,
                                                 "local_steps": 4, "batch_size": 5, "clients_per_round": 5},
               "rounds": 12, "eval_every": 4, "backend": {"name": "local", "device": "cpu"}}
     out = fco_ray.run(config, return_model=True) if grid is None else (fco_ray.run_grid(config, grid), None)
     assert bool(calls) == accelerated
+    assert not accelerated or name is None or set(calls) == {name}
     return out
 
 
-def test_every_rule_of_the_kernel_is_served():
-    """The least-squares kernel serves both composite rules, hence all seven algorithms."""
-    names = {c.values[2] for c in cases()}
+@pytest.mark.parametrize("name", list(accelerators.ACCELERATORS))
+def test_every_rule_of_the_kernel_is_served(name):
+    """Each least-squares accelerator serves both composite rules, hence all seven algorithms."""
+    names = {c.values[2] for c in cases() if c.values[0] == name}
     assert names >= {"fedavg", "fedavg_subgrad", "fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp", "local"}
 
 
 @pytest.mark.parametrize("name, problem, algorithm", list(cases()))
 def test_the_accelerator_equals_its_rule(name, problem, algorithm, monkeypatch):
-    (fast, fast_model), (ruled, ruled_model) = (run(problem, algorithm, True, monkeypatch),
+    (fast, fast_model), (ruled, ruled_model) = (run(problem, algorithm, True, monkeypatch, name=name),
                                                 run(problem, algorithm, False, monkeypatch))
     assert list(fast["round"]) == [0, 4, 8, 12]
     metrics = [c for c in ruled.columns if c != "round"]
@@ -62,7 +67,7 @@ def test_the_accelerator_equals_its_rule(name, problem, algorithm, monkeypatch):
     if algorithm == "local":
         return  # the local baseline has no server rate to fuse over
     grid = {"algorithm.client_lr": [0.02, 0.01], "algorithm.server_lr": [1.0, 0.5]}
-    fused, _ = run(problem, algorithm, True, monkeypatch, grid)
+    fused, _ = run(problem, algorithm, True, monkeypatch, grid, name)
     alone, _ = run(problem, algorithm, False, monkeypatch, grid)
     np.testing.assert_allclose(fused["train_loss"], alone["train_loss"], rtol=1e-9)
 
