@@ -50,12 +50,18 @@ class Hyper(BaseModel):
 
     name: str
     clients_per_round: int | None = Field(10, ge=1, description="None = all clients")
+    weighting: Literal["uniform", "samples"] = "uniform"
 
     @classmethod
     def real_fields(cls) -> list[str]:
         """The real-valued hyperparameters (those that may differ inside a group)."""
         return [f for f, info in cls.model_fields.items() if is_real(info)]
-    weighting: Literal["uniform", "samples"] = "uniform"
+
+    @property
+    def minibatch(self) -> int | None:
+        """The clients' minibatch size: the declared field `batch_size` of a family that has
+        one (FederatedHyper), else None (each client's full local data)."""
+        return self.batch_size if "batch_size" in type(self).model_fields else None
 
 
 class FederatedHyper(Hyper):

@@ -220,7 +220,7 @@ class PrimalSaddle(Ergodic):
     def __init__(self, hp, algorithm):
         super().__init__(hp, algorithm)
         self.extra, self.prox = algorithm.extra, algorithm.prox
-        self.server_prox = self.prox and getattr(hp, "server_prox", True)
+        self.server_prox = self.prox and hp.server_prox  # FedMiPHyper declares it
 
     def broadcast(self, state):
         return {"z": state["z"]}
