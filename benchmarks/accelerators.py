@@ -4,10 +4,13 @@ CPU: the client work of one round (the sampled clients' K local steps and their 
 
     python benchmarks/accelerators.py --out benchmarks/results --speeds fco_ray/accelerators/speeds.json
     python benchmarks/accelerators.py --quick          # a smoke run (seconds), writes nothing
+    python benchmarks/accelerators.py --only least_squares_nuclear   # one accelerator, writes nothing
 
 Cases: E1 (lasso at the FCO paper's setting: d = 1024, 64 clients, 10 per round, K = 10,
-B = 10), FedDualAvg and FedMiD (the two rules the kernel serves), alone (G = 1) and fused
-(G = 16, the quick start's trial). Each case times `repeats` x `rounds` calls of each
+B = 10) for `least_squares_l1`, and E2 (lowrank at its defaults: 32 x 32, rank 16, 64
+clients, 10 per round, K = 10, B = 10, the setting of benchmarks/compiled_rounds.py) for
+`least_squares_nuclear`; FedDualAvg and FedMiD (the two rules each serves), alone (G = 1) and
+fused (G = 16, the quick start's trial). Each case times `repeats` x `rounds` calls of each
 implementation after a warm-up call (which holds the compilation), interleaved so both see the
 same load; reported: min and median ms per configuration-round, and their ratio. Writes
 accelerators.json and accelerators.md under --out and, with --speeds, the table from which the
@@ -36,7 +39,11 @@ from fco_ray.core.plan import prepare  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
 from fco_ray.runtime.files import write_file  # noqa: E402
 
-CASES = [("least_squares_l1", "feddualavg"), ("least_squares_l1", "fedmid")]
+#: each accelerator's problem: (the measured one, the --quick one)
+PROBLEMS = {"least_squares_l1": ({"name": "lasso"}, {"name": "lasso", "dim": 64, "support": 8, "clients": 16}),
+            "least_squares_nuclear": ({"name": "lowrank"}, {"name": "lowrank", "dim": 8, "rank": 4, "clients": 16})}
+CASES = [("least_squares_l1", "feddualavg"), ("least_squares_l1", "fedmid"),
+         ("least_squares_nuclear", "feddualavg"), ("least_squares_nuclear", "fedmid")]
 GROUPS = (1, 16)
 
 
@@ -44,7 +51,7 @@ def measure(accelerator: str, algorithm: str, group: int, rounds: int, repeats: 
     from fco_ray.rules.host import Programs as Compiled
     from fco_ray.runtime.refs import resolve as ref
 
-    problem_section = {"name": "lasso"} if not quick else {"name": "lasso", "dim": 64, "support": 8, "clients": 16}
+    problem_section = PROBLEMS[accelerator][1 if quick else 0]
     configs = [resolve({"problem": problem_section,
                         "algorithm": {"name": algorithm, "client_lr": 0.001 * (1 + 0.1 * g), "server_lr": 1.0,
                                       "local_steps": 10, "batch_size": 10, "clients_per_round": 10},
@@ -109,11 +116,16 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="small problem, few rounds, nothing written")
+    parser.add_argument("--only", default="", help="only these accelerators (comma-separated names)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.repeats = 2, 1
+    if args.only and args.out:
+        parser.error("--only measures part of the record: not with --out")
     load = [os.getloadavg()[0]]
-    rows = [measure(a, alg, g, args.rounds, args.repeats, args.quick) for a, alg in CASES for g in GROUPS]
+    only = set(filter(None, args.only.split(",")))
+    rows = [measure(a, alg, g, args.rounds, args.repeats, args.quick) for a, alg in CASES for g in GROUPS
+            if not only or a in only]
     load.append(os.getloadavg()[0])
     print(table(rows))
     if args.quick or not args.out:
