@@ -9,9 +9,9 @@ composite family's rules (`PrimalAveraging`, `DualAveraging`) on the least-squar
 - `least_squares_nuclear` (`lowrank`): a matrix model under a nuclear-norm penalty (E2
   lowrank), the numba minibatch gradients `kernels.least_squares_grads` of all clients and
   members per step and the nuclear prox as one batched NumPy SVD.
-Nothing requires one: a pair
-without an accelerator, or one the recorded benchmark does not find faster, runs its rule
-(`fco_ray.rules.host`). Every registered accelerator is checked against its rule by one
+
+Nothing requires one: a pair without an accelerator, or one the recorded benchmark does not
+find faster, runs its rule (`fco_ray.rules.host`). Every registered accelerator is checked against its rule by one
 parametrized test (tests/engine/test_accelerators.py: rows and final models, 1e-9).
 
 An accelerator is an object with

@@ -104,7 +104,7 @@ class LeastSquaresNuclear:
             kernels.least_squares_grads(x, y, key.seed, key.round, k, BATCH, ids, sizes, offsets, batch,
                                         np.ascontiguousarray(at.reshape(clients * g, -1)), b, gw, gb)
             gw *= 2.0
-            if step == "subgrad":
+            if step == "subgrad" and lam.any():  # the rule's 0 U V^T adds nothing
                 gw = (lam[None, :, None, None] * _polar(w)).reshape(gw.shape) + gw
             gw *= neg_lr
             w += gw.reshape(w.shape)
