@@ -33,18 +33,27 @@ class LocalRay:
     started by the first test that needs it and kept for every later one, instead of a
     cluster per module (5-8 s each to start and stop on 2 cores). `down()` ends it for a test
     that needs Ray down in this process (a cluster of its own, or a check that nothing
-    started Ray); the next test that needs it starts it again."""
+    started Ray); the next test that needs it starts it again. A helper process owns it
+    (tests/cluster_process.py: starting Ray's daemons from here would fork a process that
+    may have used JAX); workers' output stays out of this process (`log_to_driver` off, as
+    on fco-ray's own clusters), or it would land late inside a later test's captured output."""
+
+    def __init__(self):
+        self.cluster = None
 
     def up(self) -> None:
         ray = pytest.importorskip("ray")
         if not ray.is_initialized():
-            # log_to_driver off, as on fco-ray's own local clusters: a worker's output
-            # (a trial's "Checkpoint successfully created") would otherwise reach this
-            # process's stderr late, deduplicated, inside a later test's captured output
-            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+            from tests.cluster_process import ClusterProcess
+
+            self.down()
+            self.cluster = ClusterProcess(head_cpus=2)
 
     def down(self) -> None:
         ray = pytest.importorskip("ray")
+        if self.cluster is not None:
+            self.cluster.shutdown()
+            self.cluster = None
         if ray.is_initialized():
             ray.shutdown()
 

@@ -40,6 +40,7 @@ from fco_ray.sweep import SweepInterrupted, run_sweep  # noqa: E402
 from fco_ray.sweep.logging import MLflowLogger  # noqa: E402
 from fco_ray.tracking.queries import children, find_parent, trials_frame  # noqa: E402
 from fco_ray.tracking.store import Store  # noqa: E402
+from tests.cluster_process import ClusterProcess  # noqa: E402
 
 from tests.helpers import run_one  # noqa: E402
 
@@ -95,10 +96,9 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 @pytest.fixture(scope="module")
 def cluster(local_ray):
     local_ray.down()  # a job of its own: the hook registers the failing problem in its workers
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"worker_process_setup_hook": register_failing_lasso})
+    c = ClusterProcess(head_cpus=2, runtime_env={"worker_process_setup_hook": register_failing_lasso})
     yield
-    ray.shutdown()
+    c.shutdown()
 
 
 # --- a client actor killed mid-round -------------------------------------------------------

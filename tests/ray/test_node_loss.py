@@ -18,13 +18,13 @@ import yaml
 
 ray = pytest.importorskip("ray")
 from ray import cloudpickle  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
 
 import fco_ray  # noqa: E402
 from fco_ray.sweep import run_sweep  # noqa: E402
 from fco_ray.sweep.logging import MLflowLogger  # noqa: E402
 from fco_ray.tracking.queries import children, find_parent, trials_frame  # noqa: E402
 from fco_ray.tracking.store import Store  # noqa: E402
+from tests.cluster_process import ClusterProcess  # noqa: E402
 
 LASSO = {"name": "slow_lasso", "clients": 16, "dim": 64, "support": 8, "val_clients": 4,
          "samples_per_client": 32}
@@ -67,13 +67,9 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 def nodes():
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    cluster = ClusterProcess(head_cpus=0, runtime_env={"worker_process_setup_hook": register_slow_lasso})
     workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
-    ray.init(address=cluster.address, log_to_driver=False,
-             runtime_env={"worker_process_setup_hook": register_slow_lasso})
-    cluster.wait_for_nodes()
     yield cluster, workers
-    ray.shutdown()
     cluster.shutdown()
 
 
@@ -93,7 +89,7 @@ def test_node_removed_mid_sweep_loses_no_trial_and_no_row(nodes, tmp_path, monke
 
     def remove_node_once(self, iteration, trials, trial, result, **info):
         if result.get("round") == 10 and not removed:
-            cluster.remove_node(doomed, allow_graceful=False)  # every process on it dies
+            cluster.remove_node(doomed)  # every process on it dies
             cluster.add_node(num_cpus=1)  # room for the rerun
             removed.append(time.time())
         return on_trial_result(self, iteration, trials, trial, result, **info)

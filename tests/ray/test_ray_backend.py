@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
 from ray.util.placement_group import placement_group, remove_placement_group  # noqa: E402
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: E402
 
@@ -24,6 +23,7 @@ from fco_ray.core.plan import build as make_problem  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
 from fco_ray.sweep.trainable import trial_bundles  # noqa: E402
 
+from tests.cluster_process import ClusterProcess  # noqa: E402
 from tests.helpers import run_one  # noqa: E402
 
 pytestmark = pytest.mark.ray
@@ -53,12 +53,9 @@ def assert_same(ray_df: pd.DataFrame, local_df: pd.DataFrame):
 def cluster(local_ray):
     """Two raylets on this machine: a head with 1 CPU and a worker node with 2 CPUs."""
     local_ray.down()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    c = ClusterProcess(head_cpus=1)
     c.add_node(num_cpus=2)
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False)
     yield c
-    ray.shutdown()
     c.shutdown()
 
 
