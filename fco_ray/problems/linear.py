@@ -27,8 +27,8 @@ RANK_TOL = 1e-4  # singular values above this count towards the rank (E2)
 
 class LinearRegression(Problem):
     #: its rule (the clients' gradient, psi's prox): fco_ray.rules.problems.LeastSquares; the
-    #: composite family's local steps under an l1 penalty are accelerated by numba
-    #: (fco_ray.accelerators.least_squares)
+    #: composite family's local steps are accelerated by numba under an l1 penalty
+    #: (fco_ray.accelerators.least_squares) and under a nuclear one (fco_ray.accelerators.lowrank)
     rule = "fco_ray.rules.problems:least_squares"
 
     def loss_and_grad(self, params: Params, batch):
@@ -140,12 +140,15 @@ def _client_sizes(clients: int, samples_per_client) -> np.ndarray:
 
 
 def _ar1_gaussian(rng, shape, rho: float) -> np.ndarray:
-    """Gaussian rows with covariance Sigma_ij = rho^|i-j| along the last axis (AR(1) filter)."""
-    from scipy.signal import lfilter  # imported here: scipy.signal is slow to import
-
+    """Gaussian rows with covariance Sigma_ij = rho^|i-j| along the last axis: the AR(1)
+    recursion x_t = e_t + rho x_{t-1} (the numbers of scipy.signal.lfilter([1], [1, -rho]),
+    bit for bit, without its 2 s import)."""
     e = rng.standard_normal(shape)
     e[..., 1:] *= np.sqrt(1 - rho**2)
-    return lfilter([1.0], [1.0, -rho], e, axis=-1)
+    x = np.moveaxis(e, -1, 0).copy()  # time first: each step one contiguous slab
+    for t in range(1, x.shape[0]):
+        x[t] += rho * x[t - 1]
+    return np.ascontiguousarray(np.moveaxis(x, 0, -1))
 
 
 def _regression_clients(rng, sizes, feature_shape, w_true, bias, noise, shift, features) -> ClientData:
