@@ -301,6 +301,7 @@ def render_report(sweep: str, tracking_uri: str | None = None, out_dir: str | Pa
     out = (check_no_links(out_dir, "--out") if out_dir is not None  # nothing behind a link
            else check_no_links(path_inside(Path.cwd() / "reports", _slug(data.name), "sweep name"),
                                "report folder"))
+    _check_out(out)  # before anything is drawn: a refused folder costs no rendering
     base = ui_base(data.client.tracking_uri, ui_url)
     experiment_id = data.parent.info.experiment_id
     links = {r: run_url(base, experiment_id, r) for r in trials.get("run_id", [])}
@@ -402,13 +403,20 @@ def _previous_files(out: Path) -> list[Path]:
                           "if you did not write it)") from None
 
 
+def _check_out(out: Path) -> None:
+    """`out` is a folder (or not there yet) whose report.json, if any, lists only files
+    inside it (`_previous_files`); raises ConfigError otherwise."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"report folder {out} is a file, not a folder (give --out a folder)")
+    _previous_files(out)
+
+
 def _replace_local(stage: Path, out: Path) -> None:
     """Copy this rendering to `out`, first removing what an earlier rendering put there.
     Every path written or deleted goes through `files.path_inside`, and every file is
     written as a new file replacing the old (`files.write_replacing`): nothing outside
     `out` changes."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"report folder {out} is a file, not a folder (give --out a folder)")
+    _check_out(out)
     new = [f.relative_to(stage) for f in sorted(stage.rglob("*")) if f.is_file()]
     targets = [path_inside(out, str(rel), "report file") for rel in new]  # all checked first
     for old in _previous_files(out):
