@@ -6,12 +6,12 @@ most one constraint part (a ball {||u|| <= radius} in the ``l1``, ``l2``, ``linf
 builds them. All methods act on the trailing ``event_ndim`` axes of ``x`` and broadcast
 over the leading (client) axes; they return new arrays (see ``fco_ray.ops.prox``).
 
-A fused run (``fco_ray.core.group``) stacks configurations with different weights ``lam`` on
-one leading axis: ``with_lam`` gives the regularizer one weight per row of such a stack.
+A fused group whose members differ in ``lam`` evaluates each member on its own problem
+(``Problem.with_lam``, ``fco_ray.core.group``); ``prox`` takes one step size ``t`` per row of
+a stack.
 """
 from __future__ import annotations
 
-import copy
 import math
 import numbers
 from dataclasses import dataclass, fields, replace
@@ -90,28 +90,10 @@ class Regularizer:
         """True if psi has a constraint (indicator) part."""
         return self.constraint is not None
 
-    def with_lam(self, lam) -> "Regularizer":
-        """The same regularizer with penalty weight `lam`: a number, or one number per row
-        of a stack (shape (R,): the rows of a fused group, see the module docstring). One
+    def with_lam(self, lam: float) -> "Regularizer":
+        """The same regularizer with penalty weight `lam` (checked as at construction). One
         without a penalty part has no weight: it is returned as it is."""
-        if self.penalty is None:
-            return self
-        if np.ndim(lam) == 0:
-            return replace(self, lam=lam)
-        weights = np.asarray(lam, dtype=float)
-        if weights.ndim != 1 or not np.all(np.isfinite(weights)) or np.any(weights < 0):
-            raise ValueError(f"{type(self).__name__}: lam must be a finite number >= 0 or a 1-D "
-                             f"array of them (one per row), got shape {weights.shape}")
-        out = copy.copy(self)
-        object.__setattr__(out, "lam", weights)  # frozen; validated above
-        return out
-
-    def _weight(self, rows: int | None):
-        """lam, checked against the rows of a stack if it has one value per row."""
-        if np.ndim(self.lam) == 1 and (rows is None or len(self.lam) != rows):
-            raise ValueError(f"{type(self).__name__}: one lam per row needs a stack of "
-                             f"{len(self.lam)} rows, got {rows} rows")
-        return self.lam
+        return self if self.penalty is None else replace(self, lam=lam)
 
     @property
     def matrix_only(self) -> bool:
@@ -132,8 +114,7 @@ class Regularizer:
         x, axes = self._check(x, event_ndim)
         total = np.zeros(x.shape[: x.ndim - event_ndim])
         if self.penalty is not None:
-            lam = self._weight(x.shape[0] if x.ndim == event_ndim + 1 else None)
-            total = total + lam * _NORMS[self.penalty](x, axes)
+            total = total + self.lam * _NORMS[self.penalty](x, axes)
         if self.constraint is not None:
             norm = _NORMS[self.constraint](x, axes)
             feasible = norm <= self.radius + FEASIBILITY_TOL * (1.0 + self.radius)
@@ -142,8 +123,7 @@ class Regularizer:
 
     def prox(self, x, t, event_ndim: int = 1) -> np.ndarray:
         """argmin_u t psi(u) + 1/2 ||u - x||^2 over the event axes (t >= 0). `t` is a number,
-        or one number per row of a stack x (shape (R,), R = x.shape[0]; fused runs), as `lam`
-        may be (`with_lam`). t >= 0 finite is the caller's to keep (the algorithms form it from
+        or one number per row of a stack x (shape (R,), R = x.shape[0]). t >= 0 finite is the caller's to keep (the algorithms form it from
         validated rates): it is not checked here, on every local step."""
         x, _ = self._check(x, event_ndim)
         rows = np.ndim(t) == 1
@@ -154,8 +134,7 @@ class Regularizer:
         if self.penalty is None:
             return self.project(x, event_ndim)
         radius = getattr(self, "radius", None)
-        lam = self._weight(x.shape[0] if x.ndim == event_ndim + 1 else None)
-        tau = np.asarray(t) * lam if rows or np.ndim(lam) else t * lam
+        tau = np.asarray(t) * self.lam if rows else t * self.lam
         if self.penalty == "l1":
             tau = per_row(tau, x.ndim)
             return P.soft_threshold(x, tau) if radius is None else P.prox_l1_box(x, tau, radius)
@@ -166,8 +145,7 @@ class Regularizer:
         x, _ = self._check(x, event_ndim)
         if self.penalty is None:
             return np.zeros_like(x)
-        lam = per_row(self._weight(x.shape[0] if x.ndim == event_ndim + 1 else None), x.ndim)
-        return lam * (np.sign(x) if self.penalty == "l1" else _polar(x))
+        return self.lam * (np.sign(x) if self.penalty == "l1" else _polar(x))
 
     def project(self, x, event_ndim: int = 1) -> np.ndarray:
         """Euclidean projection onto the constraint set (a copy of x if there is none)."""
