@@ -193,14 +193,3 @@ def result_rows(result: dict) -> tuple[dict[int, dict], list[int]]:
     if isinstance(members, str):
         members, ended = json.loads(members).items(), json.loads(ended)
     return {int(j): row for j, row in members}, [int(j) for j in ended]
-
-
-def tune_loggers() -> list:
-    """Tune's own per-trial result files: `result.json` and `progress.csv` in each trial's
-    directory, as Tune writes by default, but not its TensorBoard event files (MLflow is
-    this platform's store). Tune adds all three unless TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1,
-    which `run_sweep` sets around `fit`: the TensorBoard writer adds driver work to every
-    reported round and its files duplicate what MLflow holds (benchmarks/README.md)."""
-    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
-
-    return [JsonLoggerCallback(), CSVLoggerCallback()]

@@ -31,10 +31,11 @@ from ..runtime.errors import ConfigError
 from ..runtime.files import check_private_tree, write_file
 from ..tracking.store import Store, TrackingUnavailable
 from ..tracking.sweeps import SweepLog
-from .logging import MLflowLogger, tune_loggers
+from .logging import MLflowLogger
 from .checks import check_tracking, load_sweep
 from .storage import StorageFull, StorageGuard, check_room, sweep_lock
 from .sweep import Sweep
+from .trial_files import TrialFiles
 from .trainable import TrialResources, registrations, train_trial, trial_dirname, trial_name
 
 SWEEP_COPY = "fco_sweep.yaml"  # the resolved sweep kept with Tune's state, checked on resume
@@ -182,7 +183,7 @@ def _fit(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: b
                            tune_config=tune_config(sweep),
                            run_config=tune.RunConfig(
                                name=sweep.name, storage_path=str(root),
-                               callbacks=[logger, StorageGuard(str(root)), *tune_loggers()],
+                               callbacks=[logger, StorageGuard(str(root)), TrialFiles()],
                                verbose=0,
                                # every checkpoint is kept (~10 per trial, each one
                                # state of the trial's models): with num_to_keep=1 Tune
@@ -195,7 +196,7 @@ def _fit(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: b
         exp_dir.mkdir(parents=True, exist_ok=True)
         write_file(exp_dir / SWEEP_COPY, resolved)
     try:
-        with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1",  # our loggers: tune_loggers
+        with _tune_env(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS="1",  # ours: TrialFiles
                        TUNE_DISABLE_SIGINT_HANDLER="1"), stops.fit():  # _StopSignals instead
             results = tuner.fit()
     except TrackingUnavailable as e:  # the MLflow store went away (see MLflowLogger)
