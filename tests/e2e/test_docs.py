@@ -100,3 +100,12 @@ def test_every_docs_page_opens_with_what_a_user_does_with_it(page):
     paragraphs = [p.strip() for p in page.read_text().split("\n\n")]
     prose = [p for p in paragraphs if p and not p.startswith(("#", "[Contents]"))]
     assert prose[0].startswith(("Use this page", "Read this page", "How to ")), prose[0][:120]
+
+
+def test_the_readme_screenshot_is_the_quick_starts_own_experiment():
+    """The MLflow UI picture the README links is the one `results/quickstart_record.py` takes of
+    the quick start's own sweep (`fco-ray ui quickstart`'s link), not a test sweep's."""
+    from results.quickstart_record import SCREENSHOT
+
+    shots = re.findall(r"\[screenshot\]\((docs/images/[^)]+\.png)\)", (REPO / "README.md").read_text())
+    assert shots == [str(SCREENSHOT.relative_to(REPO))] and SCREENSHOT.stat().st_size > 50_000
