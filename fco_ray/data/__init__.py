@@ -1,1 +1,2 @@
-"""Synthetic generators, partitioners and loaders of real data."""
+"""Synthetic generators, partitioners, loaders of real data, and the datasets of the
+classification problems (`datasets.DATASETS`)."""

@@ -19,6 +19,7 @@ The loaders of the local copies and the generator stay in their modules (`haxby`
 """
 from __future__ import annotations
 
+import abc
 from typing import Any, ClassVar
 
 import numpy as np
@@ -60,7 +61,7 @@ def local_copy(load, *args):
         raise ValueError(f"problem.path: {e}") from None
 
 
-class Dataset:
+class Dataset(abc.ABC):
     """One value of `problem.dataset` (the module docstring says what each part is)."""
 
     name: ClassVar[str]
@@ -68,11 +69,11 @@ class Dataset:
     unset_keys: ClassVar[dict[str, str]] = {}
     standardized: ClassVar[bool] = False
 
-    def load(self, p, seed: int, binary: bool) -> Loaded:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def load(self, p, seed: int, binary: bool) -> Loaded: ...
 
-    def estimated_bytes(self, p) -> dict[str, int]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def estimated_bytes(self, p) -> dict[str, int]: ...
 
     def features_classes(self, p) -> tuple[int, int]:
         raise NotImplementedError(f"dataset {self.name!r} has no multinomial problem")
@@ -88,9 +89,9 @@ class Shipped(Dataset):
     size: ClassVar[tuple[int, int]]  # (samples, features)
     classes: ClassVar[int]
 
+    @abc.abstractmethod
     def arrays(self, p, binary: bool) -> tuple[np.ndarray, np.ndarray]:
         """(x, y) before the split."""
-        raise NotImplementedError
 
     def load(self, p, seed, binary):
         x, y = self.arrays(p, binary)
