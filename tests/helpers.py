@@ -131,3 +131,17 @@ def end_process_group(proc: subprocess.Popen, grace: float = 20) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def daily(cases, key=lambda case: case[-1]):
+    """`cases` (tuples of parameters) as pytest params for the daily loop: the first case of
+    each `key` runs in the README's fast subset (`-m "not slow and not ray"`); the others are
+    marked slow and run in the whole suite. One case of each kind after every change, every
+    case before a merge."""
+    import pytest
+
+    seen, params = set(), []
+    for case in cases:
+        params.append(pytest.param(*case, marks=pytest.mark.slow) if key(case) in seen else pytest.param(*case))
+        seen.add(key(case))
+    return params

@@ -15,6 +15,8 @@ from fco_ray.core.config import parse_run
 from fco_ray.problems import PROBLEMS
 from fco_ray.runtime.errors import ConfigError
 
+from tests.helpers import daily
+
 #: small instances of every registered problem (the paper defaults are too large here)
 SMALL = {
     "lasso": {"clients": 6, "dim": 16, "support": 4, "samples_per_client": 12, "val_clients": 2},
@@ -58,7 +60,7 @@ def test_every_problem_and_algorithm_is_in_the_battery():
     assert {p for _, p in FITTING} == set(SMALL)
 
 
-@pytest.mark.parametrize("algorithm, problem", FITTING)
+@pytest.mark.parametrize("algorithm, problem", daily(FITTING))  # fast subset: one per problem
 def test_every_declared_pair_runs_and_reports_the_problems_metrics(algorithm, problem):
     df = fco_ray.run(config(algorithm, problem))
     assert df.attrs["status"] == "finished"

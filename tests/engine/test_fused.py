@@ -10,7 +10,7 @@ from fco_ray.core.config import parse_run
 from fco_ray.core.group import Stacked as Fused
 from fco_ray.problems import build_problem
 
-from tests.helpers import assert_same_run, fused_on_ray_equals_local, run_fused, run_one
+from tests.helpers import assert_same_run, daily, fused_on_ray_equals_local, run_fused, run_one
 
 LASSO = {"name": "lasso", "clients": 8, "dim": 24, "support": 6, "samples_per_client": 16,
          "val_clients": 2}
@@ -101,8 +101,9 @@ BILINEAR = {"name": "bilinear_l1", "n": 6, "m": 8, "clients": 6}
 NUCLEAR = {"name": "bilinear_nuclear", "n": 6, "m": 8, "p": 3, "rank": 2, "clients": 6}
 
 
-@pytest.mark.parametrize("name", ["feddualex", "fedmip", "extragrad_local_sgd", "pgda"])
-@pytest.mark.parametrize("problem", [BILINEAR, NUCLEAR])
+@pytest.mark.parametrize("name, problem", daily(  # fast subset: each algorithm on one problem
+    [(n, p) for p in (BILINEAR, NUCLEAR) for n in ("feddualex", "fedmip", "extragrad_local_sgd", "pgda")],
+    key=lambda case: case[0]))
 def test_saddle_members_equal_their_own_runs(name, problem):
     check(problem, name, RATES, local_steps=3, clients_per_round=4, batch_size=None)
 

@@ -19,7 +19,7 @@ from fco_ray.core.plan import groups
 from fco_ray.ops import regularizers as R
 from fco_ray.problems import PROBLEMS, build_problem
 
-from tests.helpers import assert_same_run, fused_on_ray_equals_local, run_fused, run_one
+from tests.helpers import assert_same_run, daily, fused_on_ray_equals_local, run_fused, run_one
 from tests.engine.test_fused import BILINEAR, LASSO, LOWRANK, NUCLEAR
 
 RATES = [{"client_lr": 0.001}, {"client_lr": 0.01}]
@@ -80,8 +80,9 @@ def test_nuclear_members_with_their_own_lam():  # the generic steps, nuclear pro
     check(LOWRANK, "fedmid", RATES, local_steps=2, batch_size=None, clients_per_round=4)
 
 
-@pytest.mark.parametrize("name", ["feddualex", "fedmip", "extragrad_local_sgd", "pgda"])
-@pytest.mark.parametrize("problem", [BILINEAR, NUCLEAR])
+@pytest.mark.parametrize("name, problem", daily(  # fast subset: each algorithm on one problem
+    [(n, p) for p in (BILINEAR, NUCLEAR) for n in ("feddualex", "fedmip", "extragrad_local_sgd", "pgda")],
+    key=lambda case: case[0]))
 def test_saddle_members_with_their_own_lam_equal_their_own_runs(name, problem):
     # the duality gap reads each member's own lam
     fused = check(problem, name, RATES, lams=[0.0, 0.1, 0.5], local_steps=3, clients_per_round=4,

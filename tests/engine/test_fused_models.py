@@ -9,7 +9,7 @@ from fco_ray.algorithms import ALGORITHMS
 from fco_ray.core.config import parse_run
 from fco_ray.core.plan import lam_fuses
 
-from tests.helpers import run_group
+from tests.helpers import daily, run_group
 from tests.engine.test_fused import BILINEAR, LASSO, LOWRANK, NUCLEAR
 
 PROBLEMS = {"lasso": LASSO, "lowrank": LOWRANK, "bilinear_l1": BILINEAR, "bilinear_nuclear": NUCLEAR}
@@ -37,7 +37,7 @@ def test_the_battery_covers_both_families():
     assert {"feddualavg", "fedmid", "feddualex"} <= names and len(PAIRS) >= 10
 
 
-@pytest.mark.parametrize("algorithm,problem", PAIRS)
+@pytest.mark.parametrize("algorithm,problem", daily(PAIRS))  # fast subset: one per problem
 def test_lam_fused_member_models_equal_their_own_runs(algorithm, problem):
     section = PROBLEMS[problem]
     configs = [parse_run({"problem": {**section, "lam": lam}, "rounds": 6, "eval_every": 3,

@@ -21,6 +21,8 @@ from fco_ray.problems.registry import build_problem  # noqa: E402
 from fco_ray.rules import problems as rules  # noqa: E402
 from fco_ray.rules import psi as jpsi  # noqa: E402
 
+from tests.helpers import daily  # noqa: E402
+
 #: small instances (digits: 64 features, 4 clients of unequal sizes)
 CONFIGS = {
     "sparse_logreg": {"name": "sparse_logreg", "clients": 4, "lam": 0.01},
@@ -267,7 +269,7 @@ def assert_same_history(device, reference, rtol=1e-9):
             assert list(a) == list(b), col
 
 
-@pytest.mark.parametrize("name,algorithm,hp", [
+@pytest.mark.parametrize("name,algorithm,hp", daily([  # fast subset: one algorithm per problem
     ("sparse_logreg", "fedmid", {}),
     ("sparse_logreg", "feddualavg", {}),
     ("constrained_logreg", "fedmid", {}),
@@ -275,7 +277,7 @@ def assert_same_history(device, reference, rtol=1e-9):
     ("constrained_logreg_l2", "fedmid", {"batch_size": None}),
     ("mlp", "fedmid", {}),
     ("mlp", "feddualavg", {}),
-])
+], key=lambda case: case[0]))
 def test_run_on_jax_cpu_equals_the_cpu_engine(name, algorithm, hp):
     reference = fco_ray.run(run_config(algorithm, name, "cpu", **hp))
     device = fco_ray.run(run_config(algorithm, name, "jax-cpu", **hp))

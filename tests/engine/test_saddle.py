@@ -16,7 +16,7 @@ from fco_ray.problems import build_problem
 from fco_ray.problems.adversarial import render_attack
 from fco_ray.runtime.errors import ConfigError
 
-from tests.helpers import run_one
+from tests.helpers import daily, run_one
 
 LAM, D = 0.1, 0.05
 
@@ -328,9 +328,10 @@ def ref_composite(p, z0, rounds, lr, slr, steps, seed, kind):
     return prox(p, z, etat) if kind == "feddualavg" else z
 
 
-@pytest.mark.parametrize("name", ["feddualex", "fedmip", "fedmip_noprox", "extragrad_local_sgd",
-                                  "pgda", "feddualavg", "fedmid"])
-@pytest.mark.parametrize("kind", ["bilinear_l1", "bilinear_nuclear"])
+@pytest.mark.parametrize("name, kind", daily(  # fast subset: each algorithm on one problem
+    [(n, k) for k in ("bilinear_l1", "bilinear_nuclear")
+     for n in ("feddualex", "fedmip", "fedmip_noprox", "extragrad_local_sgd", "pgda", "feddualavg", "fedmid")],
+    key=lambda case: case[0]))
 def test_update_rules_match_reference_loops(name, kind):
     shape = {"n": 4, "m": 6} if kind == "bilinear_l1" else {"n": 4, "m": 5, "p": 3, "rank": 2}
     p = problem(kind, clients=3, **shape)

@@ -10,6 +10,7 @@ import fco_ray
 from fco_ray.core.config import parse_problem
 from fco_ray.problems import build_problem
 
+from tests.helpers import daily
 from tests.unit.test_logistic import run_checked
 
 DATA = {"dataset": "synthetic_fmri", "grid": 6, "support": 20, "clients": 8, "val_clients": 4,
@@ -33,12 +34,12 @@ def test_feddualavg_is_sparse_where_fedavg_is_dense():
     assert dual["val_accuracy"] > 0.6  # and it learned
 
 
-@pytest.mark.parametrize("raw", [
-    {"name": "constrained_logreg", "constraint": "l1_ball", "radius": 5.0},
-    {"name": "constrained_logreg", "constraint": "l2_ball", "radius": 1.0},
-    {"name": "mlp", "constraint": "l1_ball", "radius": 5.0, "hidden": [8]},
-])
-@pytest.mark.parametrize("name", ["fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp"])
+@pytest.mark.parametrize("raw, name", daily(  # fast subset: each constraint with one algorithm
+    [(raw, n) for n in ("fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp") for raw in (
+        {"name": "constrained_logreg", "constraint": "l1_ball", "radius": 5.0},
+        {"name": "constrained_logreg", "constraint": "l2_ball", "radius": 1.0},
+        {"name": "mlp", "constraint": "l1_ball", "radius": 5.0, "hidden": [8]})],
+    key=lambda case: repr(case[0])))
 def test_every_iterate_is_feasible(raw, name):
     problem = build_problem(parse_problem({**raw, **DATA, "conditions": 3}), 0)
     last = run_checked(problem, name, rounds=15, client_lr=0.3)
