@@ -38,7 +38,7 @@ class LeastSquaresL1:
 
     def serves(self, group, problem) -> bool:
         """Minibatches, psi an l1 penalty (or none) on `w`, a vector model `w` plus `b`."""
-        return (getattr(group.hp, "batch_size", None) is not None and l1_weight(problem.psi) is not None
+        return (group.hp.minibatch is not None and l1_weight(problem.psi) is not None
                 and set(problem.shapes) == {"w", "b"} and len(problem.shapes["w"]) == 1)
 
     def client_sums(self, group, problem, payload, rows, key, weights) -> dict:

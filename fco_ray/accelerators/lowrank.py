@@ -63,7 +63,7 @@ class LeastSquaresNuclear:
 
     def serves(self, group, problem) -> bool:
         """Minibatches, psi a nuclear penalty (or none) on `w`, a matrix model `w` plus `b`."""
-        return (getattr(group.hp, "batch_size", None) is not None and nuclear_weight(problem.psi) is not None
+        return (group.hp.minibatch is not None and nuclear_weight(problem.psi) is not None
                 and set(problem.shapes) == {"w", "b"} and len(problem.shapes["w"]) == 2)
 
     def client_sums(self, group, problem, payload, rows, key, weights) -> dict:

@@ -27,7 +27,7 @@ def block_size(algorithm, problem) -> int:
     train = problem.train
     if algorithm.presummed:
         return max(1, train.num_clients)
-    batch = getattr(algorithm.hp, "batch_size", None) or train.max_samples
+    batch = algorithm.hp.minibatch or train.max_samples
     group = algorithm.size
     per_client = batch * train.bytes_per_sample
     if group > 1:

@@ -170,7 +170,7 @@ class Programs:
         own = rule if isinstance(rule, Static) else (group.cls, group.rule_key())
         key = (own, id(problem))
         if key not in self.by_key:
-            problem_rule = problem.make_rule(getattr(group.hp, "batch_size", None))
+            problem_rule = problem.make_rule(group.hp.minibatch)
             self.by_key[key] = (problem, RuleProgram(rule, problem_rule))  # the problem kept: ids stay unique
         return self.by_key[key][1]
 

@@ -34,7 +34,8 @@ def estimate_bytes(data_bytes: int, model: int, message: int, group: int, client
 def check_memory(device, device_name: str, problem, group, problem_rule, clients: int) -> None:
     """Refuse (ConfigError) a group whose estimated device memory exceeds the free memory."""
     model = sum(math.prod(s) for s in problem.shapes.values())
-    message = model * (1 + (group.hp.local_steps if getattr(group.hp, "ergodic", False) else 0))
+    ergodic = "ergodic" in type(group.hp).model_fields and group.hp.ergodic  # a declared field
+    message = model * (1 + (group.hp.local_steps if ergodic else 0))
     data = sum(np.asarray(v).nbytes for v in problem_rule.arrays().values())
     refuse_over(estimate_bytes(data, model, message, group.size, clients), free_bytes(device),
                 f"backend.device {device_name!r}: a group of {group.size} configurations of "
