@@ -83,16 +83,18 @@ def per_round(rounds: int, repeats: int, cases: dict, record: list) -> list[str]
         cfgs = [parse_run({"problem": problem_section, "algorithm": {"name": algorithm, **fixed, **g}})
                 for g in grid]
         problem = build_problem(cfgs[0].problem, 0)
-        backend = LocalBackend(problem)
         algorithms = [ALGORITHMS[algorithm](c.algorithm) for c in cfgs]
         # a stable member (the smallest rates) times the single run: a diverged run stops early
         stable = min(range(len(grid)), key=lambda i: grid[i]["client_lr"] * grid[i]["server_lr"])
         loops = ["accelerator", "rule"] if accelerated(problem, algorithms) else ["-"]
         times = {loop: {"single": [], "fused": []} for loop in loops}
+        # a backend per choice: a backend keeps the engine it chose for a group
+        backends = {loop: LocalBackend(problem) for loop in loops}
         before = os.getloadavg()[0]
         every = min(20, rounds)  # E1-E2 sweeps evaluate every 20 rounds
         for rep in range(repeats + 1):  # the first repeat warms up (compilation, caches)
             for loop in loops:
+                backend = backends[loop]
                 with choice(loop):
                     one = timed(lambda: run_rounds(problem, make_group([algorithms[stable]]), backend, rounds=rounds,
                                                    eval_every=every, seed=0, divergence=None))
@@ -101,7 +103,7 @@ def per_round(rounds: int, repeats: int, cases: dict, record: list) -> list[str]
                 if rep:
                     times[loop]["single"].append([t / rounds for t in one])
                     times[loop]["fused"].append([t / rounds for t in group])
-        results = run_rounds(problem, make_group(algorithms), backend, rounds=2, eval_every=2, seed=0,
+        results = run_rounds(problem, make_group(algorithms), LocalBackend(problem), rounds=2, eval_every=2, seed=0,
                             divergence=None)
         g = len(algorithms)
         alive = sum(r.status == "finished" for r in results)
@@ -128,7 +130,7 @@ def accelerated(problem, algorithms) -> bool:
     from fco_ray.accelerators import registered
 
     group = make_group(algorithms)
-    rule = problem.make_rule(getattr(group.hp, "batch_size", None))
+    rule = problem.make_rule(group.hp.minibatch)
     return getattr(group, "runs_rule", False) and any(acc.serves(group, problem) for acc in registered(group, rule))
 
 
