@@ -48,10 +48,11 @@ def regions(text: str) -> list[str]:
     return [m[2] for m in REGION.finditer(text)]
 
 
-def differences() -> list[str]:
-    """`page: block` for every region whose text differs from what its block writes now."""
+def differences(pages: list[Path] | None = None) -> list[str]:
+    """`page: block` for every region (of `pages`, default all) whose text differs from what
+    its block writes now."""
     out = []
-    for page in PAGES:
+    for page in PAGES if pages is None else pages:
         text = page.read_text()
         new = render(text, page)
         if new != text:

@@ -287,6 +287,10 @@ def benchmarks_fused() -> str:
     return "\n".join(fused_record(p.name) for p in sorted(BENCH.glob("fused*.json")))
 
 
+#: how a row's local loop ran, where the record names it (benchmarks/fused.py)
+LOOPS = {"accelerator": " (accelerator)", "rule": " (rule)", "compiled": " (compiled)"}
+
+
 def fused_record(name: str) -> str:
     """Fused groups vs single configurations per round, run_grid fused vs separate, and the
     sweep end to end, from one record of benchmarks/fused.py."""
@@ -300,7 +304,7 @@ def fused_record(name: str) -> str:
                    "the group round's cost in single rounds (medians) and the configurations x rounds "
                    "per second gained by fusing (G x single round / group round, by the medians and "
                    "by the minima): " + "; ".join(
-                       f"{x['case']}, G = {x['G']}: "
+                       f"{x['case']}, G = {x['G']}{LOOPS.get(x['loop'], '')}: "
                        f"{x['fused_wall_median_s'] / x['single_wall_median_s']:.1f} single rounds, "
                        f"{x['G'] * x['single_wall_median_s'] / x['fused_wall_median_s']:.1f}x median / "
                        f"{x['G'] * x['single_wall_min_s'] / x['fused_wall_min_s']:.1f}x min"
