@@ -44,6 +44,20 @@ ACCELERATORS: dict[str, str] = {
 }
 
 
+def penalty_weight(psi, penalty: str) -> float | None:
+    """lam if psi is lam times the `penalty` ("l1", "nuclear") on the block `w` and nothing
+    else, 0 if psi is zero, else None (psi is not one an accelerator's kernel knows)."""
+    regs = getattr(psi, "regs", None)
+    if regs is None or set(regs) - {"w"}:
+        return None
+    reg = regs.get("w")
+    if reg is None or (reg.penalty is None and reg.constraint is None):
+        return 0.0
+    if reg.penalty == penalty and reg.constraint is None:
+        return float(reg.lam)
+    return None
+
+
 def load_speeds(path: Path = SPEEDS) -> dict:
     """{accelerator name: [{G, rule_ms, accelerator_ms}, ...]} (empty without a record)."""
     if not Path(path).exists():

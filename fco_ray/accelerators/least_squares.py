@@ -16,19 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.random import BATCH
+from . import penalty_weight
 
 
 def l1_weight(psi) -> float | None:
     """lam if psi is lam ||w||_1 (or zero) on the block `w` and nothing else, else None."""
-    regs = getattr(psi, "regs", None)
-    if regs is None or set(regs) - {"w"}:
-        return None
-    reg = regs.get("w")
-    if reg is None or (reg.penalty is None and reg.constraint is None):
-        return 0.0
-    if reg.penalty == "l1" and reg.constraint is None:
-        return float(reg.lam)
-    return None
+    return penalty_weight(psi, "l1")
 
 
 class LeastSquaresL1:

@@ -27,19 +27,12 @@ import numpy as np
 from ..ops.prox import prox_nuclear
 from ..ops.random import BATCH
 from ..ops.regularizers import _polar
+from . import penalty_weight
 
 
 def nuclear_weight(psi) -> float | None:
     """lam if psi is lam ||w||_* (or zero) on the block `w` and nothing else, else None."""
-    regs = getattr(psi, "regs", None)
-    if regs is None or set(regs) - {"w"}:
-        return None
-    reg = regs.get("w")
-    if reg is None or (reg.penalty is None and reg.constraint is None):
-        return 0.0
-    if reg.penalty == "nuclear" and reg.constraint is None:
-        return float(reg.lam)
-    return None
+    return penalty_weight(psi, "nuclear")
 
 
 def shrink(w: np.ndarray, tau: np.ndarray) -> np.ndarray:
