@@ -8,8 +8,8 @@ from time to time; a sweep stopped between a trial's first rows and the next cop
 trial without files in storage, and Tune's analysis at the end of the run and of the next
 `--resume` warned "Failed to fetch metrics for N trial(s): ... FileNotFoundError" (the
 rows themselves live in MLflow and were right). `TrialFiles` writes into the storage folder
-directly (fco-ray's storage is always a local folder), appending and closing at every row:
-no state to lose, nothing to copy. Tune's analysis also reads the files of a trial that has
+directly (fco-ray's storage is always a local folder), appending and closing at every row
+(`runtime.files.append_file`: never through a link): no state to lose, nothing to copy. Tune's analysis also reads the files of a trial that has
 not reported yet (its last result is `{}`, not None), and warned the same way for the trials
 still pending when a sweep was stopped; every trial gets an empty `result.json` when the
 driver first sees it (an empty file reads as no rows).
@@ -27,6 +27,8 @@ from pathlib import Path
 from ray.tune.logger import LoggerCallback
 from ray.tune.utils import flatten_dict
 from ray.tune.utils.util import SafeFallbackEncoder
+
+from ..runtime.files import append_file, write_file
 
 RESULT, PROGRESS, PARAMS = "result.json", "progress.csv", "params.json"
 
@@ -52,17 +54,16 @@ class TrialFiles(LoggerCallback):
                 folder = _folder(trial)
             except RuntimeError:  # no folder name yet: at a later step
                 continue
-            (folder / RESULT).touch()
+            append_file(folder / RESULT, "")
             self.seen.add(trial.trial_id)
 
     def log_trial_start(self, trial) -> None:
-        (_folder(trial) / PARAMS).write_text(json.dumps(trial.config, indent=2, sort_keys=True,
-                                                        cls=SafeFallbackEncoder))
+        write_file(_folder(trial) / PARAMS, json.dumps(trial.config, indent=2, sort_keys=True,
+                                                       cls=SafeFallbackEncoder))
 
     def log_trial_result(self, iteration: int, trial, result: dict) -> None:
         folder = _folder(trial)
-        with open(folder / RESULT, "a") as f:
-            f.write(json.dumps(result, cls=SafeFallbackEncoder) + "\n")
+        append_file(folder / RESULT, json.dumps(result, cls=SafeFallbackEncoder) + "\n")
         row = flatten_dict({k: v for k, v in result.items() if k != "config"}, delimiter="/")
         path = folder / PROGRESS
         header = None
@@ -74,5 +75,4 @@ class TrialFiles(LoggerCallback):
         if header is None:
             writer.writeheader()
         writer.writerow(row)
-        with open(path, "a", newline="") as f:
-            f.write(text.getvalue())
+        append_file(path, text.getvalue())
