@@ -130,7 +130,9 @@ def accelerated(problem, algorithms) -> bool:
     from fco_ray.accelerators import registered
 
     group = make_group(algorithms)
-    rule = problem.make_rule(group.hp.minibatch)
+    from fco_ray.rules.numpy_problem import problem_rule
+
+    rule = problem_rule(problem, group.hp.minibatch)
     return getattr(group, "runs_rule", False) and any(acc.serves(group, problem) for acc in registered(group, rule))
 
 

@@ -133,7 +133,7 @@ def cmd_sweep(args) -> int:
     if not outcome.best.empty:
         print(f"best per algorithm (ranked by the final {metric}, {mode}, mean over seeds):")
         print(_table(_best_table(outcome.best, metric, searched)))
-    from .sweep.verdict import verdict_lines
+    from .report.verdict import verdict_lines
     from .tracking.queries import children, trials_frame
     from .tracking.store import Store
 

@@ -1,7 +1,7 @@
 """The papers' experiments: each figure's setting and the claims it makes, declared once;
 and per synthetic problem, what its metrics mean against its known truth (`TRUTHS`).
 
-A sweep's verdict (`fco_ray.sweep.verdict`) names a paper figure only when every trial ran
+A sweep's verdict (`fco_ray.report.verdict`) names a paper figure only when every trial ran
 at that figure's `settings` (dotted config keys, as the trials' MLflow params have them),
 and then checks the figure's claims on the sweep's own best configurations, saying where
 they agree and where they do not. A sweep of the same problem at other settings is told

@@ -31,7 +31,9 @@ class RuleAlgorithm(Algorithm):
     rule_only: ClassVar[bool] = True
 
     def _hyper(self, problem) -> tuple:
-        rule_problem = problem.make_rule(self.hp.minibatch)
+        from ..rules.numpy_problem import problem_rule  # JAX: when a run starts
+
+        rule_problem = problem_rule(problem, self.hp.minibatch)
         hyper = {f: np.float64(getattr(self.hp, f)) for f in self.hp.real_fields()}
         return rule_problem, {**hyper, "lam": np.float64(rule_problem.lam)}
 

@@ -26,6 +26,10 @@ from ..runtime.strict import no_bool_numbers
 from .checks import check_fits, fitting_algorithms, unknown_name
 
 
+#: configurations per fused group at most: `run_grid`'s max_group, a sweep file's tune.fuse_max
+MAX_FUSE = 1_024
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     _no_bools = model_validator(mode="before")(no_bool_numbers)
@@ -142,6 +146,11 @@ def _describe(err: dict, prefix: str, model: type[BaseModel] | None) -> str:
         message = str(err["ctx"]["error"]) if "ctx" in err else err["msg"]
         return f"{loc}: {message}" if loc else message
     return f"{loc}: {err['msg']} (got {short_repr(err.get('input'))})"
+
+
+class FuseLimit(_Strict):
+    """How many configurations one fused group holds at most (None: the engine's default)."""
+    fuse_max: int | None = Field(None, ge=1, le=MAX_FUSE)
 
 
 def validate_model(model: type[BaseModel], raw: Any, prefix: str) -> BaseModel:

@@ -44,17 +44,15 @@ def expand(config: dict, grid: dict[str, list]) -> list[tuple[dict, RunConfig]]:
 
 
 def check_max_group(max_group):
-    """`max_group` checked as a sweep file's `tune.fuse_max` is (the same model, the same
+    """`max_group` checked as a sweep file's `tune.fuse_max` is (the same field, the same
     message): None, or an integer from 1 to MAX_FUSE (NumPy integers taken as the int they
-    hold). Before, 0 silently meant the default, -1 raised a bare KeyError and 1.5 a
-    TypeError from deep inside the grouping."""
+    hold)."""
     if max_group is None:
         return None
-    from ..sweep.schema import TuneSettings
-    from .config import validate_model
+    from .config import FuseLimit, validate_model
 
     try:
-        return validate_model(TuneSettings, {"fuse_max": plain(max_group)}, "tune").fuse_max
+        return validate_model(FuseLimit, {"fuse_max": plain(max_group)}, "tune").fuse_max
     except ConfigError as e:
         raise ConfigError(str(e).replace("tune.fuse_max", "run_grid max_group (a sweep file's "
                                          "tune.fuse_max)", 1)) from None

@@ -64,15 +64,10 @@ class Problem(abc.ABC):
         return vars(cls).get("rule") is not None
 
     def make_rule(self, batch_size: int | None):
-        """This problem's one-member rule: its own (`rule`), or, for a class without one or a
-        psi its rule does not cover, its NumPy methods called back from the compiled program
-        (`fco_ray.rules.numpy_problem`: the same numbers, at NumPy's speed)."""
-        own = resolve(vars(type(self))["rule"])(self, batch_size) if self.has_rule() else None
-        if own is not None:
-            return own
-        from ..rules.numpy_problem import NumpyProblem
-
-        return NumpyProblem(self, batch_size)
+        """This problem's own one-member rule (`rule`), or None for a class without one or a
+        psi its rule does not cover (then `fco_ray.rules.numpy_problem.problem_rule` calls its
+        NumPy methods back from the compiled program: the same numbers, at NumPy's speed)."""
+        return resolve(vars(type(self))["rule"])(self, batch_size) if self.has_rule() else None
 
     # ---- hooks for subclasses ---------------------------------------------------------
     def init_params(self, rng: np.random.Generator) -> Params:

@@ -132,9 +132,9 @@ def _searched(data: SweepData) -> list[str]:
 
 
 def _verdict(data: SweepData, metric: str, mode: str) -> list[str]:
-    """The verdict `fco-ray sweep` printed at its end (`sweep.verdict.verdict_lines`),
+    """The verdict `fco-ray sweep` printed at its end (`verdict.verdict_lines`),
     computed again from the runs in MLflow: the same ranking, the same sentences."""
-    from ..sweep.verdict import verdict_lines
+    from .verdict import verdict_lines
     from ..tracking.queries import best_per_algorithm
 
     if data.trials.empty or metric not in data.trials:

@@ -25,6 +25,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+from . import numpy_problem
 from .problems import Client
 from .static import Static
 
@@ -170,7 +171,7 @@ class Programs:
         own = rule if isinstance(rule, Static) else (group.cls, group.rule_key())
         key = (own, id(problem))
         if key not in self.by_key:
-            problem_rule = problem.make_rule(group.hp.minibatch)
+            problem_rule = numpy_problem.problem_rule(problem, group.hp.minibatch)
             self.by_key[key] = (problem, RuleProgram(rule, problem_rule))  # the problem kept: ids stay unique
         return self.by_key[key][1]
 

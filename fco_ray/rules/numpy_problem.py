@@ -35,6 +35,13 @@ def _flat(tree: dict, lead: tuple, shapes: dict) -> dict:
     return {b: np.asarray(v).reshape((n,) + tuple(shapes[b])) for b, v in tree.items()}
 
 
+def problem_rule(problem, batch_size: int | None):
+    """The rule every executor runs for `problem`: its own (`Problem.make_rule`), else its
+    NumPy methods as one (`NumpyProblem`)."""
+    own = problem.make_rule(batch_size)
+    return NumpyProblem(problem, batch_size) if own is None else own
+
+
 class NumpyProblem:
     """The rule of `problem` from its NumPy methods (module docstring); `batch_size` None:
     every row of the client."""

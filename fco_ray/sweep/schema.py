@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..algorithms import ALGORITHMS
 from ..core.checks import fitting_algorithms, unknown_name
-from ..core.config import MAX_ROUNDS, RunConfig, validate_model
+from ..core.config import MAX_FUSE, MAX_ROUNDS, RunConfig, validate_model
 from ..problems import PROBLEMS
 from ..runtime.errors import ConfigError
 from ..runtime.files import (
@@ -43,7 +43,6 @@ MAX_NAME = MAX_SWEEP_NAME  # characters of a sweep name
 # just to validate). The paper's largest sweep (E5) has 2,250 configurations; at most
 # MAX_CONFIGURATIONS (fco_ray.runtime.values: the same bound as `fco_ray.run_grid`).
 MAX_SEEDS = 1_000
-MAX_FUSE = 1_024  # configurations per fused trial  # set by `algorithms` and `seeds`, not `search`
 
 
 class _Strict(BaseModel):

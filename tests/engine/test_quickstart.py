@@ -9,7 +9,7 @@ import pandas as pd
 
 import fco_ray
 from fco_ray.runtime.files import load_yaml
-from fco_ray.sweep.verdict import inside_grid, verdict_lines
+from fco_ray.report.verdict import inside_grid, verdict_lines
 
 QUICKSTART = Path(__file__).parents[2] / "sweeps" / "quickstart.yaml"
 KEYS = ["algorithm.client_lr", "algorithm.server_lr"]

@@ -1,5 +1,6 @@
 """The house of imports has no circles: the imports between fco_ray's modules, at module
-level and inside functions alike, form a directed acyclic graph."""
+level and inside functions alike, form a directed acyclic graph; and none runs back up: a
+package imports only its own layer and the layers below (`LAYERS`, docs/architecture.md)."""
 import ast
 from pathlib import Path
 
@@ -87,3 +88,37 @@ def test_config_schemas_import_without_heavy_modules():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", done.stdout
+
+
+#: fco_ray's packages from the bottom up (docs/architecture.md): a module imports modules of
+#: its own package and of the layers below, never one above (no arrow runs back up)
+LAYERS = [
+    {"runtime", "display"},
+    {"ops", "registry", "data"},
+    {"problems", "accelerators", "tracking", "experiments"},
+    {"rules"},
+    {"algorithms"},
+    {"backends"},
+    {"core"},
+    {"report"},
+    {"sweep"},
+    {"api"},
+    {"cli", "fco_ray"},
+    {"__main__"},
+]
+
+
+def package(module: str) -> str:
+    """The package of `fco_ray.<package>...` ("fco_ray" for the package's own __init__)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "fco_ray"
+
+
+def test_imports_go_down_the_layers():
+    files = sorted(ROOT.rglob("*.py"))
+    modules = {module_name(f) for f in files}
+    layer = {name: i for i, names in enumerate(LAYERS) for name in names}
+    assert {package(m) for m in modules} == set(layer)  # every package has its layer
+    up = [f"{module_name(f)} -> {target}" for f in files for target in sorted(imports(f, modules))
+          if layer[package(target)] > layer[package(module_name(f))]]
+    assert up == []

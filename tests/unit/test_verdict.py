@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from fco_ray.report.grid import edge_warnings
-from fco_ray.sweep.verdict import (
+from fco_ray.report.verdict import (
     diverged_sentence,
     inside_grid,
     truth_sentence,

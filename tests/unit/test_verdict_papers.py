@@ -13,7 +13,7 @@ from urllib.parse import unquote
 import pandas as pd
 
 from fco_ray.experiments import EXPERIMENTS
-from fco_ray.sweep.verdict import verdict_lines
+from fco_ray.report.verdict import verdict_lines
 from fco_ray.tracking.links import experiment_url, run_url, trials_url
 from fco_ray.tracking.queries import best_per_algorithm, rank_configurations, run_ranks, trials_frame
 

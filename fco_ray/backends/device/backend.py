@@ -71,7 +71,9 @@ class DeviceBackend:
                 f"{algorithm.name!r}: it is written in NumPy, not as a rule (docs/custom_rules.md); "
                 "use backend.device: cpu")
         rule = algorithm.make_rule()
-        problem_rule = self.problem.make_rule(algorithm.hp.minibatch)
+        from ...rules.numpy_problem import problem_rule as rule_of  # JAX is loaded by now
+
+        problem_rule = rule_of(self.problem, algorithm.hp.minibatch)
         if hasattr(problem_rule, "with_route"):
             problem_rule = problem_rule.with_route(self.nuclear_route)
         shared_hp = {f: v for f, v in algorithm.hp.model_dump().items() if not isinstance(v, float)}

@@ -78,7 +78,7 @@ def inside_grid(best: pd.DataFrame, trials: pd.DataFrame, searched: list[str]) -
     is neither the smallest nor the largest the algorithm ran, or the sweep saw moving to
     that edge diverge (then beyond it is no better place to look): the rule of the report's
     edge warnings (`report.grid.diverges_outward`), so the two never disagree."""
-    from ..report.grid import diverges_outward
+    from .grid import diverges_outward
 
     for _, row in best.iterrows():
         mine = trials[trials["algorithm"] == row["algorithm"]]
