@@ -266,7 +266,7 @@ def test_gpu_benchmark_quick_mode_runs(tmp_path):
 
 @pytest.mark.slow
 def test_e5_protocol_quick_mode_appends_and_resumes(tmp_path):
-    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "e5_protocol.py"), "--problem", "l1",
+    cmd = [sys.executable, os.path.join(ROOT, "results", "e5_protocol.py"), "--problem", "l1",
            "--out", str(tmp_path), "--quick", "--device", "jax-cpu", "--seeds", "0", "--ks", "10",
            "--methods", "feddualex,fedmid"]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
