@@ -76,7 +76,11 @@ class Dataset(abc.ABC):
     def estimated_bytes(self, p) -> dict[str, int]: ...
 
     def features_classes(self, p) -> tuple[int, int]:
-        raise NotImplementedError(f"dataset {self.name!r} has no multinomial problem")
+        """(features, classes) of the multinomial problems' model (constrained_logreg, mlp):
+        only the datasets those problems accept (their `dataset` Literal) say it; the
+        binary-only ones (breast_cancer, haxby) are refused here by name."""
+        raise NotImplementedError(f"dataset {self.name!r} serves the binary problem "
+                                  "(sparse_logreg) only: it has no (features, classes)")
 
     def check(self, p) -> None:
         """Raise ValueError where `p` breaks a constraint of this dataset's own keys."""

@@ -45,6 +45,7 @@ class TrialFiles(LoggerCallback):
     def __init__(self):
         super().__init__()
         self.seen: set[str] = set()  # the trials whose result.json exists
+        self.headers: dict[str, list[str]] = {}  # each trial's progress.csv columns, once read
 
     def on_step_begin(self, iteration: int, trials: list, **info) -> None:
         for trial in trials:
@@ -66,13 +67,14 @@ class TrialFiles(LoggerCallback):
         append_file(folder / RESULT, json.dumps(result, cls=SafeFallbackEncoder) + "\n")
         row = flatten_dict({k: v for k, v in result.items() if k != "config"}, delimiter="/")
         path = folder / PROGRESS
-        header = None
-        if path.exists() and path.stat().st_size:
+        header = self.headers.get(trial.trial_id)
+        if header is None and path.exists() and path.stat().st_size:  # a resumed trial's file
             with open(path, newline="") as f:
                 header = next(csv.reader(f), None)
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=header or list(row), extrasaction="ignore")
         if header is None:
             writer.writeheader()
+        self.headers[trial.trial_id] = list(writer.fieldnames)
         writer.writerow(row)
         append_file(path, text.getvalue())
