@@ -41,9 +41,7 @@ RAY = {
 #: Flower's side of peer_flower.py: imported by Flower's simulation in benchmarks/.venv-flower
 NOT_A_SCRIPT = {"flower_task.py"}
 #: smoke runs that a test elsewhere makes, with more checks (on JAX's CPU platform)
-ELSEWHERE = {"gpu.py": "tests/engine/test_device.py::test_gpu_benchmark_quick_mode_runs",
-             # results/e5_protocol.py's old path, kept for the test that runs it there
-             "e5_protocol.py": "tests/engine/test_device.py::test_e5_protocol_quick_mode_appends_and_resumes"}
+ELSEWHERE = {"gpu.py": "tests/engine/test_device.py::test_gpu_benchmark_quick_mode_runs"}
 #: experiments that write the results pages' records, in results/ (their smoke runs here too)
 EXPERIMENTS = {"e7_calibration.py": [], "e7_fig2.py": []}
 
