@@ -1,10 +1,12 @@
 """Fixtures shared by the test folders: unit/ (functions and operators), engine/ (rounds run
 in this process), ray/ (Ray clusters, jobs, faults), e2e/ (the CLI, the API, sweeps, reports,
 the README and docs/)."""
+import hashlib
 import os
 import sqlite3
 import sys
 from contextlib import closing
+from pathlib import Path
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # one thread of BLAS and XLA per worker process: the workers already fill the cores, and
@@ -153,41 +155,70 @@ def store(request, tmp_path_factory):
     return {"uri": uri, "client": client, "pid": pid, "runs": runs, "root": root}
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _mlflow_template(tmp_path_factory):
-    """A new MLflow SQLite store runs MLflow's schema migrations: 3-7 s on 2 cores, paid by
-    every test that opens a new store in this process. Once a test has imported MLflow's
-    store code, a new SQLite store here gets a copy of the tables of one migrated store
-    instead (SQLite's backup API: the same schema, at the same revision, that MLflow then
-    verifies as usual). Stores opened by subprocesses (the CLI run as a command,
-    tests/e2e/test_store_setup.py's two processes) still migrate themselves."""
-    patched = {"template": tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"}
-    yield patched
-    if "original" in patched:
-        patched["module"]._initialize_tables = patched["original"]
-
-
-@pytest.fixture(autouse=True)
-def _new_mlflow_stores_from_the_template(_mlflow_template):
-    utils = sys.modules.get("mlflow.store.db.utils")
-    if utils is None or "original" in _mlflow_template:
-        return
+def _mlflow_template_path() -> Path:
+    """Where the migrated template store lives: beside the JAX cache, one file per MLflow
+    release and set of schema migrations (a new MLflow, or a new migration, makes a new one),
+    so only the first session after a change pays the migrations."""
+    import mlflow
     import sqlalchemy
 
-    original, template = utils._initialize_tables, _mlflow_template["template"]
+    versions = Path(mlflow.__file__).parent / "store" / "db_migrations" / "versions"
+    names = sorted(p.name for p in versions.glob("*.py")) if versions.is_dir() else []
+    key = hashlib.sha256(repr((mlflow.__version__, sqlalchemy.__version__, names)).encode()).hexdigest()[:16]
+    return Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).parent / "mlflow" / f"template-{key}.db"
+
+
+def _patch_new_mlflow_stores(state: dict) -> None:
+    """New SQLite stores opened in this process get a copy of the template's tables."""
+    import sqlalchemy
+    import mlflow.store.db.utils as utils
+
+    original = utils._initialize_tables
 
     def initialize(engine):
         path = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
         if not path or path == ":memory:":
             return original(engine)
-        if not template.exists():
-            made = sqlalchemy.create_engine(f"sqlite:///{template}")
+        template = state.get("template")
+        if template is None:
+            template = state["template"] = _mlflow_template_path()
+        if not template.exists():  # made beside it, then moved in whole: the other worker may race
+            template.parent.mkdir(parents=True, exist_ok=True)
+            made_path = template.with_name(f"{template.stem}.{os.getpid()}.tmp")
+            made_path.unlink(missing_ok=True)
+            made = sqlalchemy.create_engine(f"sqlite:///{made_path}")
             try:
                 original(made)
             finally:
                 made.dispose()
+            os.replace(made_path, template)
         with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(path)) as target:
             source.backup(target)
 
     utils._initialize_tables = initialize
-    _mlflow_template.update(module=utils, original=original)
+    state.update(module=utils, original=original)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _mlflow_template():
+    """A new MLflow SQLite store runs MLflow's schema migrations: 2-7 s on 2 cores, paid by
+    every test (and every module-scoped fixture) that opens a new store in this process. A new
+    SQLite store here gets a copy of the tables of one migrated store instead (SQLite's backup
+    API: the same schema, at the same revision, that MLflow then verifies as usual), kept
+    between sessions (`_mlflow_template_path`). Patched at the session's start when the
+    collected test files already imported MLflow (the fast subset does: then the module-scoped
+    stores are copies too), else once a test has imported MLflow's store code. Stores opened
+    by subprocesses (the CLI run as a command, tests/e2e/test_store_setup.py's two processes)
+    still migrate themselves."""
+    state: dict = {}
+    if "mlflow" in sys.modules:
+        _patch_new_mlflow_stores(state)
+    yield state
+    if "original" in state:
+        state["module"]._initialize_tables = state["original"]
+
+
+@pytest.fixture(autouse=True)
+def _new_mlflow_stores_from_the_template(_mlflow_template):
+    if "original" not in _mlflow_template and "mlflow.store.db.utils" in sys.modules:
+        _patch_new_mlflow_stores(_mlflow_template)
