@@ -18,7 +18,7 @@ from fco_ray.problems import build_problem
 from fco_ray.problems.base import Problem
 from fco_ray.runtime.errors import ConfigError
 
-from tests.helpers import InfeasibleError, check_feasible, run_one
+from tests.helpers import InfeasibleError, check_feasible, daily, run_one
 
 
 def make(raw: dict, seed: int = 0):
@@ -88,7 +88,7 @@ def test_centralized_l1_logreg_matches_sklearn_breast_cancer():
     intercept) with C = 1/(lam n) and s_i = n / (M n_m): the same objective times 1/(C n)."""
     lam = 0.01
     problem = make({"name": "sparse_logreg", "dataset": "breast_cancer", "lam": lam})
-    ours = solve_centralized(problem, tol=1e-12, max_iter=20000)
+    ours = solve_centralized(problem, tol=1e-10, max_iter=20000)  # 3e-7 from its 1e-12 answer, in 1/6 the time
     pooled = problem.train.pooled()
     x, y = pooled["x"], pooled["y"]
     n, m = len(y), problem.num_clients
@@ -111,7 +111,7 @@ def _final(problem_raw, algorithm, client_lr, server_lr, seed, rounds=200):
     return df.iloc[-1]
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", daily([(0,), (1,)], key=lambda case: "digits"))  # fast subset: seed 0
 def test_feddualavg_sparser_than_fedmid_on_digits(seed):
     """l1 logistic regression, digits 3 vs 8, 20 label-skewed clients: tune (client_lr,
     server_lr) of each on a small grid by the training objective; FedDualAvg's best model is
@@ -174,12 +174,17 @@ def run_checked(problem, name, rounds, **hp):
 @pytest.mark.parametrize("constraint", ["l1_ball", "l2_ball"])
 @pytest.mark.parametrize("name", ["fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp"])
 def test_constrained_logreg_iterates_feasible(constraint, name):
-    problem = make({"name": "constrained_logreg", "constraint": constraint})
-    last = run_checked(problem, name, rounds=30, client_lr=0.3)
-    radius = problem.psi.regs["w"].radius
+    """15 rounds on balls the unprojected iterates leave by round 10 (FedAvg's model: ||w||_1
+    above 100 at round 10; ||w||_2 5.9 at round 10, but only 9.6 at round 30, so the l2 ball
+    is the default's half), so every check after that meets an active constraint."""
+    default = make({"name": "constrained_logreg", "constraint": constraint}).psi.regs["w"].radius
+    assert default == {"l1_ball": 100.0, "l2_ball": 10.0}[constraint]
+    radius = {"l1_ball": 100.0, "l2_ball": 5.0}[constraint]
+    problem = make({"name": "constrained_logreg", "constraint": constraint, "radius": radius})
+    last = run_checked(problem, name, rounds=15, client_lr=0.3)
+    assert problem.psi.regs["w"].radius == radius
     assert last["train_accuracy"] > 0.5  # it learns, from 10 % at the start
     assert np.isfinite(last["train_loss"])
-    assert radius == {"l1_ball": 100.0, "l2_ball": 10.0}[constraint]
 
 
 def test_check_feasible_detects_violations():
