@@ -150,6 +150,7 @@ class LocalBackend:
     (memory), without changing results beyond summation order."""
 
     name = "local"
+    compiles_rounds = False  # the engine runs each round (fco_ray.backends.base)
 
     def __init__(self, problem, chunk_size: int = 1024):
         keep_freed_memory()  # client steps run in this process (fco_ray/runtime/heap.py)

@@ -241,6 +241,7 @@ class RayBackend:
     """
 
     name = "ray"
+    compiles_rounds = False  # the engine runs each round (fco_ray.backends.base)
 
     def __init__(self, problem, actors: int = 2, cpus_per_actor: float = 1.0,
                  placement: str = "spread", chunk_size: int = 1024,

@@ -96,7 +96,7 @@ def run_rounds(problem: Problem, group: Group, backend: Backend, *, rounds: int,
     active = list(range(count))  # members still running, in group order
     first = 0
     seeds = group.seeds or [seed] * count  # each member's own (a group fused over seeds)
-    compiled = getattr(backend, "run_rounds", None)  # a backend that runs whole rounds itself
+    compiled = backend.run_rounds if backend.compiles_rounds else None  # whole rounds at once
     if group.seeds and compiled is None:
         raise ValueError(f"backend {backend.name!r} runs one seed per group; members differ in seed")
     if start is None:

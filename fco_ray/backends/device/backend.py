@@ -35,6 +35,7 @@ class DeviceBackend:
     engine asks for whole rounds (`fco_ray.core.engine`)."""
 
     name = "device"
+    compiles_rounds = True  # whole rounds: run_rounds (fco_ray.backends.base.CompiledRounds)
 
     def __init__(self, problem, device: str, nuclear_route: str = "householder"):
         self.jax = _jax()
