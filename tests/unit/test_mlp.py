@@ -63,7 +63,9 @@ def test_clients_are_independent_in_the_batched_computation():
 
 @pytest.mark.parametrize("name", ["fedmid", "fedmid_osp", "feddualavg", "feddualavg_osp"])
 def test_constrained_mlp_iterates_feasible_and_it_learns(name):
+    """10 rounds: the balls are active from the first rounds (unprojected, FedAvg leaves them
+    before round 5); accuracies 0.73-0.83 at round 10."""
     problem = make(hidden=[32, 32], radius=60.0)
-    last = run_checked(problem, name, rounds=20, client_lr=0.3)
+    last = run_checked(problem, name, rounds=10, client_lr=0.3)
     assert last["train_accuracy"] > 0.6  # 10 classes: chance is 0.1
     assert last["val_accuracy"] > 0.6
