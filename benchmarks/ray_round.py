@@ -14,6 +14,8 @@ cycle see the same background load; the first 5 rounds of a block are not counte
             of an actor round trip in Ray, without any client work)
   noop_ref  the same with an object ref in the arguments (as the algorithm travelled before
             it went as its pickle: Ray then runs its borrower protocol for every call)
+  noop_bytes  the same calls with the payload and ids as one pickle (bytes each way, as the
+            ray backend calls its actors: Ray's serializer of arrays is skipped)
 Reported: seconds per round (map_clients + server update), min and median over all counted
 rounds of a mode; ratios of medians per cycle (blocks of one cycle are side by side).
 The ray backend is made at the start of its block and closed at its end.
@@ -41,7 +43,7 @@ from fco_ray.core.plan import prepare  # noqa: E402
 from fco_ray.ops.random import Key  # noqa: E402
 from fco_ray.runtime.files import write_file  # noqa: E402
 
-MODES = ("local", "ray", "noop", "noop_ref")
+MODES = ("local", "ray", "noop", "noop_ref", "noop_bytes")
 SKIP = 5
 
 
@@ -63,7 +65,14 @@ def block(mode: str, problem, algorithm, rounds: int, noop_actors) -> list[float
             ids = algorithm.select_clients(0, rnd, problem.num_clients)
             payload = algorithm.broadcast(state)
             t = time.perf_counter()
-            if mode.startswith("noop"):
+            if mode == "noop_bytes":
+                import pickle
+
+                import ray
+
+                blob = pickle.dumps((payload, ids), protocol=5)
+                [pickle.loads(b) for b in ray.get([a.packed.remote(blob) for a in noop_actors[:2]])]
+            elif mode.startswith("noop"):
                 import ray
 
                 extra = [noop_actors[-1]] if mode == "noop_ref" else None
@@ -105,6 +114,12 @@ def main() -> None:
             def call(self, payload, ids, extra):
                 return None
 
+            def packed(self, blob):
+                import pickle
+
+                pickle.loads(blob)
+                return pickle.dumps(None)
+
         noop_actors = [Noop.remote(), Noop.remote()]
         ray.get([a.call.remote(None, None, None) for a in noop_actors])
         noop_actors.append(ray.put(b"x" * 355))  # a ref of the size of FedAvg's pickle
@@ -135,10 +150,12 @@ def markdown(res: dict) -> str:
          f"{res['load_start']} at the start, {res['load_end']} at the end (other sessions "
          "share the machine). Milliseconds per round (client work + server update): min / "
          "median over all counted rounds; ratios: median over cycles of the per-cycle "
-         "ratio of medians (min in brackets).", "",
+         "ratio of medians (min in brackets), and ray / no-op by the minimum over all rounds "
+         "(issue 42's measure: a Ray round against the floor of two actor calls).", "",
          "| task | local ms | ray ms | 2 no-op actor calls ms | the same with a ref argument ms | "
-         "ray / local | no-op / local | ref / no-op | loads per cycle |",
-         "|---|---|---|---|---|---|---|---|---|"]
+         "the same as bytes ms | ray / local | no-op / local | ref / no-op | ray / no-op, min | "
+         "ray / no-op as bytes, min | loads per cycle |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for task in dict.fromkeys(r["task"] for r in res["rows"]):
         rows = [r for r in res["rows"] if r["task"] == task]
 
@@ -150,9 +167,15 @@ def markdown(res: dict) -> str:
             x = [median(r[a]) / median(r[b]) for r in rows]
             return f"{median(x):.2f} ({min(x):.2f})"
 
+        def by_min(a, b):
+            if not all(r.get(a) and r.get(b) for r in rows):
+                return "-"
+            return f"{min(t for r in rows for t in r[a]) / min(t for r in rows for t in r[b]):.2f}"
+
         L.append(f"| {task} | {cell('local')} | {cell('ray')} | {cell('noop')} | "
-                 f"{cell('noop_ref')} | {ratio('ray', 'local')} | {ratio('noop', 'local')} | "
-                 f"{ratio('noop_ref', 'noop')} | "
+                 f"{cell('noop_ref')} | {cell('noop_bytes')} | {ratio('ray', 'local')} | "
+                 f"{ratio('noop', 'local')} | {ratio('noop_ref', 'noop')} | {by_min('ray', 'noop')} | "
+                 f"{by_min('ray', 'noop_bytes')} | "
                  + ", ".join(r["load"].split()[0] for r in rows) + " |")
     return "\n".join(L) + "\n"
 

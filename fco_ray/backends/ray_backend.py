@@ -17,9 +17,10 @@ Faults: an actor whose process dies (killed, out of memory, node lost) is restar
 (`max_restarts`) in the same placement-group bundle; its constructor rebuilds the shard from
 the data the backend keeps in the object store (`ray.put`, one ref per shard), and Ray
 resubmits the interrupted call (`max_task_retries`). The algorithm travels with every
-call (by value, a few hundred bytes; a large one by object ref) beside a token of the
-driver's object, so a fresh actor has it and a warm one keeps its own copy (and what it
-compiled for it) while the token stays. A call is a pure function of (algorithm, shard
+call (its pickle, made once, a few hundred bytes; a large one by object ref) beside a token
+of the driver's object, so a fresh actor has it and a warm one keeps its own copy (and what
+it compiled for it) while the token stays. A call and its answer are each one pickle (plain
+bytes to Ray: `ShardWorker.map_clients` says why). A call is a pure function of (algorithm, shard
 data, payload, ids, seed, round), so the redone round equals an undisturbed one.
 The exception is client state (`Algorithm.client_state`, e.g. CoCoA+ duals), which each
 actor keeps in its own store next to its shard, keyed by the backend's run token (dropped
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import uuid
 from dataclasses import dataclass
 
@@ -94,18 +96,15 @@ class ShardWorker:
         self.states: dict[str, ClientStates] = {}  # run token -> its client states
         self.programs = RuleClients()  # the rules compiled in this actor, kept across runs
 
-    def _use(self, algorithm: tuple) -> None:
-        """The algorithm of this call, as (its token, the algorithm): sent by value with every
-        call (a few hundred bytes, unpacked by Ray with the other arguments; an object ref in
-        the arguments would cost Ray a borrower round trip per call), or, for a large one, as
-        [object ref] (wrapped so that Ray passes the ref), fetched when new to this actor
-        (also after a restart). While the token stays the same the actor keeps the object it
-        has, with what it derived from it (its compiled rule, an accelerator's thresholds),
-        instead of deriving them again from each call's fresh copy."""
-        token, sent = algorithm
+    def _use(self, token: str, sent) -> None:
+        """The algorithm of this call: its pickle (a few hundred bytes, inside the call's
+        bytes) or, for a large one, [its object ref] (wrapped so that Ray passes the ref),
+        read only when `token` is new to this actor (also after a restart). While the token
+        stays the same the actor keeps the object it has, with what it derived from it (its
+        compiled rule, an accelerator's thresholds), instead of deriving them again."""
         if token == self.algorithm_id:
             return
-        self.algorithm = ray.get(sent[0]) if isinstance(sent, list) else sent
+        self.algorithm = ray.get(sent[0]) if isinstance(sent, list) else pickle.loads(sent)
         self.algorithm_id = token
 
     def holds_state(self, run: str) -> bool:
@@ -125,17 +124,20 @@ class ShardWorker:
                              f"(ids {self.client_ids[0]}..{self.client_ids[-1]})")
         return rows
 
-    def map_clients(self, call: tuple) -> tuple[dict, float, int, bool]:
+    def map_clients(self, call: bytes, payload=None, algorithm=None) -> bytes:
         """sum_m p_m * message_m over this shard's clients `ids` (global), in chunks; plus
         this process's pid and whether it now holds client state of run `run` (see
-        `RayBackend._check_restarts`). `call` = (algorithm, payload, ids, seed, rnd, run):
-        one argument, which Ray serializes once (six separate arguments cost Ray a
-        serialization each: benchmarks/results/ray_round_one_argument.md); a large payload is
-        in it as its object ref."""
-        algorithm, payload, ids, seed, rnd, run = call
-        if isinstance(payload, ray.ObjectRef):
-            payload = ray.get(payload)
-        self._use(algorithm)
+        `RayBackend._check_restarts`), as the pickle of (sums, weight, pid, held).
+
+        `call` is the pickle of (algorithm token, algorithm pickle, payload, ids, seed, rnd,
+        run): plain bytes each way, which Ray passes as they are. Arrays handed to Ray
+        directly go through its serializer (out-of-band buffers, per-array metadata), which
+        cost E1 more than the client work it carried (benchmarks/results/ray_round.md). A
+        large payload comes as its own argument (an object ref that Ray resolves), a large
+        algorithm as [object ref]; then their places in `call` are None."""
+        token, pickled, inline, ids, seed, rnd, run = pickle.loads(call)
+        payload = inline if payload is None else payload
+        self._use(token, pickled if algorithm is None else algorithm)
         self.received = _nbytes(payload) + _nbytes(ids)
         rows = self.rows(ids)
         states = self.states.setdefault(run, ClientStates()) if self.algorithm.client_state else None
@@ -145,7 +147,7 @@ class ShardWorker:
             parts.append(weighted_sum(self.algorithm, self.problem, payload, rows[chunk],
                                       Key(seed, rnd, ids[chunk]), states, self.programs))
         sums, weight = add_sums(parts)
-        return sums, weight, os.getpid(), self.holds_state(run)
+        return pickle.dumps((sums, weight, os.getpid(), self.holds_state(run)), protocol=5)
 
     def stats(self) -> dict:
         """What this actor holds: its clients, the bytes of their data, where it runs."""
@@ -322,24 +324,27 @@ class RayBackend:
         ids = np.asarray(client_ids)
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_clients):
             raise ValueError(f"client ids must be in [0, {self.num_clients}), got {ids.min()}..{ids.max()}")
-        if algorithm is not self._algorithm:  # a new algorithm object: sized once, a new token
-            small = len(cloudpickle.dumps(algorithm)) <= INLINE_BYTES
+        if algorithm is not self._algorithm:  # a new algorithm object: pickled once, a new token
+            pickled = cloudpickle.dumps(algorithm)  # by value: a user's class in __main__ too
             # a large one goes to the object store once (the actors fetch it by ref)
-            self._algorithm_arg = (uuid.uuid4().hex, algorithm if small else [ray.put(algorithm)])
+            self._algorithm_arg = ((uuid.uuid4().hex, pickled, None) if len(pickled) <= INLINE_BYTES
+                                   else (uuid.uuid4().hex, None, [ray.put(algorithm)]))
             self._algorithm = algorithm
+        token, pickled, large_algorithm = self._algorithm_arg
         owner = np.searchsorted(self.starts, ids, side="right") - 1
         per_actor = [ids[owner == a] for a in range(len(self.actors))]
         called = [a for a in range(len(self.actors)) if len(per_actor[a])]
         # a small payload travels inside each call; a large one goes to the object store
         # once and every actor reads it from there
-        shared = payload if _nbytes(payload) <= INLINE_BYTES else ray.put(payload)
-        calls = [self.actors[a].map_clients.remote((self._algorithm_arg, shared, per_actor[a],
-                                                    key.seed, key.round, self.run))
+        inline, shared = (payload, None) if _nbytes(payload) <= INLINE_BYTES else (None, ray.put(payload))
+        calls = [self.actors[a].map_clients.remote(
+                     pickle.dumps((token, pickled, inline, per_actor[a], key.seed, key.round, self.run),
+                                  protocol=5), shared, large_algorithm)
                  for a in called]
-        results = self._get(calls)
+        results = [pickle.loads(r) for r in self._get(calls)]
         self._check_restarts(called, results)
         sums, weight = add_sums([(s, w) for s, w, _, _ in results])
-        return {k: np.array(v) for k, v in sums.items()}, weight  # own (writable) arrays
+        return sums, weight  # unpickled here: own (writable) arrays
 
     def _check_restarts(self, called: list[int], results: list) -> None:
         """A restarted actor (new pid) redid its call from the shard data alone; that is
