@@ -337,9 +337,10 @@ class RayBackend:
         # a small payload travels inside each call; a large one goes to the object store
         # once and every actor reads it from there
         inline, shared = (payload, None) if _nbytes(payload) <= INLINE_BYTES else (None, ray.put(payload))
+        by_ref = () if shared is None and large_algorithm is None else (shared, large_algorithm)
         calls = [self.actors[a].map_clients.remote(
                      pickle.dumps((token, pickled, inline, per_actor[a], key.seed, key.round, self.run),
-                                  protocol=5), shared, large_algorithm)
+                                  protocol=5), *by_ref)  # one argument unless something is large
                  for a in called]
         results = [pickle.loads(r) for r in self._get(calls)]
         self._check_restarts(called, results)

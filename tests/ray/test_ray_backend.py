@@ -162,6 +162,34 @@ def test_data_stays_on_actors_and_dead_actors_raise(cluster):
         backend.close()
 
 
+def test_a_large_payload_and_algorithm_go_by_object_ref_with_the_same_sums(cluster, monkeypatch):
+    """Above INLINE_BYTES the payload and the algorithm travel through the object store
+    (their places in the call's pickle are None); the sums are those of the inline path."""
+    from fco_ray.backends import ray_backend
+
+    cfg = resolve(config(E1, "feddualavg", {"name": "local"}))
+    problem = make_problem(cfg)
+    group = make_group([ALGORITHMS["feddualavg"](cfg.algorithm)])
+    payload = group.broadcast(group.start(problem, 0))
+    ids = np.array([0, 3, 9, 14])
+    expected, expected_weight = LocalBackend(problem).map_clients(group, payload, ids, Key(3, 0, ids))
+    backend = RayBackend(problem, actors=2, cpus_per_actor=0.25)
+    try:
+        monkeypatch.setattr(ray_backend, "INLINE_BYTES", 0)
+        puts = []
+        real_put = ray_backend.ray.put
+        monkeypatch.setattr(ray_backend.ray, "put", lambda v, **kw: puts.append(type(v).__name__) or real_put(v, **kw))
+        for rnd in range(2):  # the second call: the actors keep the algorithm they fetched
+            sums, weight = backend.map_clients(group, payload, ids, Key(3, 0, ids))
+            assert weight == expected_weight
+            for k in expected:
+                np.testing.assert_allclose(sums[k], expected[k], rtol=1e-12)
+        assert puts == [type(group).__name__, "dict", "dict"]  # the algorithm once, a payload per round
+        assert [s["received_bytes"] for s in backend.stats()] == [ray_backend._nbytes(payload) + 2 * 8] * 2
+    finally:
+        backend.close()
+
+
 def wait_until_dead(actor, timeout: float = 60.0) -> None:
     """`ray.kill` is asynchronous: a call sent at once may still run (seen under load)."""
     deadline = time.monotonic() + timeout
