@@ -27,46 +27,38 @@ def test_the_readme_has_its_python_examples():
 #: printed between the README's examples when they run in one interpreter
 SEPARATOR = "----- end of a README example -----"
 
-# the README session's fixture is the module's: its tests stay in one xdist worker
-pytestmark = pytest.mark.xdist_group("readme")
+#: what each of the README's three API examples prints
+README_OUTPUTS = [
+    r"round\s+train_loss\s+f1\s+density\s+val_mse[\s\S]*\n\d+\s+100\s[\s\S]*\nfinished\n$",
+    r"^\d+ [01]\.\d+ /\S+/model\.npz\n$",
+    r"algorithm.client_lr\s+algorithm.server_lr\s*\n0\.001\s+0\.3\s+[0-9.]+\n[\s\S]*"
+    r"0\.010\s+0\.3\s+[0-9.]+\n\s+1\.0\s+[0-9.]+\nName: f1",
+]
 
 
-@pytest.fixture(scope="module")
-def readme_session(tmp_path_factory):
+def test_the_readme_api_examples_run_in_order_and_print(tmp_path):
     """The README's three API examples run as a reader runs them: in order, in one new
     interpreter (the second and third continue the first: its imports and session), in a new
-    working directory; that directory and the stdout of each example. (One process for the
-    three instead of one each: ~4 s of imports apiece.)"""
-    where = tmp_path_factory.mktemp("readme")
-    (where / "examples").symlink_to(REPO / "examples")
+    working directory; each prints what it promises. (One process for the three, not one
+    each: ~4 s of imports apiece.)"""
+    (tmp_path / "examples").symlink_to(REPO / "examples")
     code = f"\nprint({SEPARATOR!r})\n".join(python_blocks()[:3])
-    done = subprocess.run([sys.executable, "-c", code], cwd=where, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     outputs = done.stdout.split(SEPARATOR + "\n")
     assert len(outputs) == 3, done.stdout
-    return where, outputs
+    for index, (stdout, expected) in enumerate(zip(outputs, README_OUTPUTS)):
+        assert re.search(expected, stdout), (index, stdout)
+    # the model is saved in a new temporary folder, not the working directory
+    import numpy as np
 
-
-@pytest.mark.parametrize("index, expected", [
-    (0, r"round\s+train_loss\s+f1\s+density\s+val_mse[\s\S]*\n\d+\s+100\s[\s\S]*\nfinished\n$"),
-    (1, r"^\d+ [01]\.\d+ /\S+/model\.npz\n$"),
-    (2, r"algorithm.client_lr\s+algorithm.server_lr\s*\n0\.001\s+0\.3\s+[0-9.]+\n[\s\S]*"
-        r"0\.010\s+0\.3\s+[0-9.]+\n\s+1\.0\s+[0-9.]+\nName: f1"),
-])
-def test_readme_python_example_runs_and_prints(readme_session, index, expected):
-    cwd, outputs = readme_session
-    stdout = outputs[index]
-    assert re.search(expected, stdout), stdout
-    if index == 1:  # the model is saved in a new temporary folder, not the working directory
-        import numpy as np
-
-        assert not (cwd / "model.npz").exists()
-        where = Path(stdout.split()[-1])
-        assert cwd not in where.parents
-        with np.load(where, allow_pickle=False) as saved:
-            assert set(saved.files) == {"w", "b"}
-        shutil.rmtree(where.parent)
+    assert not (tmp_path / "model.npz").exists()
+    where = Path(outputs[1].split()[-1])
+    assert tmp_path not in where.parents
+    with np.load(where, allow_pickle=False) as saved:
+        assert set(saved.files) == {"w", "b"}
+    shutil.rmtree(where.parent)
 
 
 def test_the_custom_problem_example_runs_and_prints(tmp_path):
