@@ -8,12 +8,14 @@ import pytest
 
 from fco_ray import cli
 
+# answers one request, then exits (the command waits for the server's end): the command's first
+# try (at once) finds nothing listening, its second (1 s later, its polling interval) the answer
 STAND_IN = """
-import http.server, sys, threading, time
-time.sleep(1.5)  # not answering yet: the command must wait
+import http.server, sys, time
+time.sleep(0.5)  # not answering yet: the command must wait
 server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), http.server.SimpleHTTPRequestHandler)
-threading.Timer(2.0, server.shutdown).start()
-server.serve_forever()
+server.handle_request()
+server.server_close()
 """
 
 
