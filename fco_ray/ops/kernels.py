@@ -200,6 +200,31 @@ def _prox_step(w, g, step, t, sub_lam):
             w[p] = step * (2.0 * g[p]) + w[p]
 
 
+@njit(cache=CACHE, inline="always")
+def _row_gradient(x, y, flat, offset, at, bias, batch, resid, g):
+    """Half the minibatch gradient of one least-squares model at `at` (bias `bias`) on one
+    client's minibatch (rows flat[j] + offset of x, y), read where the rows are: residuals
+    r_j = (<x_j, at> + bias - y_j) / B by dot products into `resid`, g = sum_j r_j x_j by B
+    axpys into `g`; returns sum_j r_j. Inlined into its callers, whose fastmath flags apply."""
+    dim = at.shape[0]
+    total = 0.0
+    for j in range(batch):
+        i = flat[j] + offset
+        xi = x[i]
+        dot = 0.0
+        for p in range(dim):
+            dot += xi[p] * at[p]
+        r = (dot + bias - y[i]) / batch
+        resid[j] = r
+        total += r
+    g[:] = 0.0
+    for j in range(batch):
+        xi, r = x[flat[j] + offset], resid[j]
+        for p in range(dim):
+            g[p] += r * xi[p]
+    return total
+
+
 @njit(cache=CACHE, fastmath={"reassoc", "contract"})
 def _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post, sub_lam):
     """`least_squares_steps` for one model per client: the minibatch rows are read where they
@@ -221,21 +246,7 @@ def _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, p
             if t != 0.0:  # the gradient at a prox of w
                 _shrink_into(u, wc, t)
                 at = u
-            gb = 0.0
-            for j in range(batch):
-                i = flat[0, j] + offsets[c]
-                xi = x[i]
-                dot = 0.0
-                for p in range(dim):
-                    dot += xi[p] * at[p]
-                r = (dot + b[c] - y[i]) / batch
-                resid[j] = r
-                gb += r
-            g[:] = 0.0  # half the gradient: sum_j r_j x_j
-            for j in range(batch):
-                xi, r = x[flat[0, j] + offsets[c]], resid[j]
-                for p in range(dim):
-                    g[p] += r * xi[p]
+            gb = _row_gradient(x, y, flat[0], offsets[c], at, b[c], batch, resid, g)
             step = -lr[c]
             _prox_step(wc, g, step, post[k, c], sub_lam[c])
             b[c] = step * (2.0 * gb) + b[c]
@@ -307,27 +318,10 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
 def _lone_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, b, gw, gb):
     """`least_squares_grads` for one model per client: the minibatch rows read where they
     are, residuals by dot products, the gradient by B axpys (as `_lone_steps`)."""
-    dim = at.shape[1]
     resid = np.empty(batch)
     for c in range(ids.size):
         flat = keyed_integers(seed, rnd, step, stream, ids[c:c + 1], sizes[c:c + 1], batch)
-        ac, g = at[c], gw[c]
-        total = 0.0
-        for j in range(batch):
-            i = flat[0, j] + offsets[c]
-            xi = x[i]
-            dot = 0.0
-            for p in range(dim):
-                dot += xi[p] * ac[p]
-            r = (dot + b[c] - y[i]) / batch
-            resid[j] = r
-            total += r
-        g[:] = 0.0
-        for j in range(batch):
-            xi, r = x[flat[0, j] + offsets[c]], resid[j]
-            for p in range(dim):
-                g[p] += r * xi[p]
-        gb[c] = total
+        gb[c] = _row_gradient(x, y, flat[0], offsets[c], at[c], b[c], batch, resid, gw[c])
 
 
 @njit(cache=CACHE)
