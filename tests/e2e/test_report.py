@@ -8,6 +8,7 @@ import csv
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -195,14 +196,25 @@ def test_best_table_html_and_parent_artifacts(store, report):
     assert local <= stored and "report/index.html" in stored
 
 
-def test_report_by_parent_run_id_default_dashboard_and_rerun(store, tmp_path):
-    index = render_report(store["pid"], tracking_uri=store["uri"], out_dir=tmp_path, dashboard="default")
+@pytest.fixture(scope="module")
+def default_report(store, tmp_path_factory):
+    """The toy sweep's report named by its parent run id, on the default dashboard, linking to
+    an MLflow UI given by hand: its index page."""
+    out = tmp_path_factory.mktemp("default-report")
+    return render_report(store["pid"], tracking_uri=store["uri"], out_dir=out, dashboard="default",
+                         ui_url="http://given:1")
+
+
+def test_report_by_parent_run_id_default_dashboard_and_rerun(store, default_report):
+    index = default_report
     manifest = json.loads((index.parent / "report.json").read_text())
     assert manifest["dashboard"] == "default" and manifest["parent_run_id"] == store["pid"]
     curves = [f["metric"] for f in manifest["figures"] if f["kind"] == "curve"]
     assert curves == ["f1", "density", "train_loss"]  # every logged metric, tuning metric first
-    again = render_report(store["pid"], tracking_uri=store["uri"], out_dir=tmp_path, dashboard="default")
-    assert again == index
+    page = index.read_text()
+    again = render_report(store["pid"], tracking_uri=store["uri"], out_dir=index.parent, dashboard="default",
+                          ui_url="http://given:1")
+    assert again == index and again.read_text() == page
 
 
 def test_the_best_table_is_the_rankings_not_an_older_recorded_tag(store, tmp_path):
@@ -334,7 +346,7 @@ def test_edge_of_grid_warnings(store, report):
     assert '<ul class="warnings" id="warnings">' in page and page.index("Warnings") < page.index("best-configs")
 
 
-def test_links_to_every_run_in_the_mlflow_ui(store, tmp_path, monkeypatch):
+def test_links_to_every_run_in_the_mlflow_ui(store, default_report, monkeypatch):
     from fco_ray.report import ui_base
 
     monkeypatch.delenv("FCO_RAY_MLFLOW_UI", raising=False)
@@ -343,9 +355,7 @@ def test_links_to_every_run_in_the_mlflow_ui(store, tmp_path, monkeypatch):
     monkeypatch.setenv("FCO_RAY_MLFLOW_UI", "http://ui.lab:5001")
     assert ui_base("sqlite:///x.db") == "http://ui.lab:5001"
     assert ui_base("sqlite:///x.db", "http://given:1/") == "http://given:1"
-    index = render_report("toy", tracking_uri=store["uri"], out_dir=tmp_path, dashboard="default",
-                          ui_url="http://given:1")
-    page = index.read_text()
+    page = default_report.read_text()
     exp = store["client"].get_run(store["pid"]).info.experiment_id
     for run_id in [store["pid"], *store["runs"].values()]:  # the parent and every trial
         assert f'href="http://given:1/#/experiments/{exp}/runs/{run_id}?workflowType=machine_learning"' in page
@@ -358,13 +368,15 @@ def test_links_to_every_run_in_the_mlflow_ui(store, tmp_path, monkeypatch):
     means = [np.mean([history(store["client"], store["runs"][(*c, s)], "f1")[ROUNDS[-1]] for s in SEEDS])
              for c in fdavg]
     assert means == sorted(means, reverse=True)
-    assert json.loads((tmp_path / "report.json").read_text())["mlflow_ui"] == "http://given:1"
+    assert json.loads((default_report.parent / "report.json").read_text())["mlflow_ui"] == "http://given:1"
 
 
-def test_rerendering_with_another_dashboard_leaves_no_stale_files(store, tmp_path):
+def test_rerendering_with_another_dashboard_leaves_no_stale_files(store, report, tmp_path):
     out = tmp_path / "out"
     (tmp_path / "mine.txt").write_text("not ours")
-    first = render_report("toy", tracking_uri=store["uri"], out_dir=out)  # lasso dashboard
+    # the files of a first render on the lasso dashboard: the module's report's, copied
+    shutil.copytree(report[0].parent, out)
+    first = out / "index.html"
     assert (out / "curve_density.png").is_file()
     dash = tmp_path / "small.yaml"
     dash.write_text(yaml.safe_dump({"curves": [{"metric": "train_loss"}], "heatmaps": []}))
