@@ -66,6 +66,30 @@ SERIAL = {"tests/ray/test_cluster.py": "ray", "tests/ray/test_netns_cluster.py":
           "tests/ray/test_job_submit.py": "netns"}
 
 
+def pytest_configure(config):
+    """`--dist loadgroup` (the groups of `pytest_collection_modifyitems`) needs a pytest whose
+    node id pytest-xdist can extend with `@group`: it writes `item._nodeid`, which pytest 9.2
+    no longer reads (pyproject.toml's test extra pins below it). With another pytest xdist
+    would silently group nothing; stop before any test runs instead."""
+    if (config.getvalue("dist") != "loadgroup" or not config.getoption("numprocesses", None)
+            or hasattr(config, "workerinput")):
+        return
+    from _pytest.nodes import Node
+
+    probe = object.__new__(Node)
+    probe._nodeid = "probe@group"
+    try:
+        grouped = Node.nodeid.fget(probe) == "probe@group"
+    except AttributeError:
+        grouped = False
+    if not grouped:
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} keeps node ids where pytest-xdist cannot add its "
+            "'@group', so --dist loadgroup would group nothing (tests/conftest.py's groups keep "
+            "Ray clusters apart); install the test extra's versions: pip install -e '.[test]'")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`-n 2 --dist loadgroup`, set in pyproject.toml) the tests that use
     the session's Ray cluster in this process (`LocalRay`) all run in one worker, which keeps
