@@ -290,15 +290,26 @@ def test_ray_token_authentication_is_never_turned_off():
     assert [p for p in SOURCES if disabled.search(p.read_text())] == []
 
 
+#: the one place the package unpickles: the ray backend's driver and its own client actors
+#: pass each call and its answer as one pickle over Ray's channel (as Ray itself pickles every
+#: argument between its processes, inside the token-authenticated cluster); nothing read from
+#: a file or a user's input. These exact statements, and no other.
+TRANSPORT = {"fco_ray/backends/ray_backend.py": [
+    "self.algorithm = ray.get(sent[0]) if isinstance(sent, list) else pickle.loads(sent)",
+    "token, pickled, inline, ids, seed, rnd, run = pickle.loads(call)",
+    "results = [pickle.loads(r) for r in self._get(calls)]"]}
+
+
 def test_nothing_unpickles_or_evaluates_untrusted_data():
-    """No pickle-based loader in the package; YAML only through a SafeLoader."""
+    """No pickle-based loader in the package but the ray backend's own transport
+    (`TRANSPORT`); YAML only through a SafeLoader."""
     unsafe = re.compile(r"pickle\.loads?\(|allow_pickle\s*=\s*True|joblib\.load|torch\.load|"
                         r"dill\.|shelve\.open|marshal\.loads?\(|unsafe_load|full_load|FullLoader|"
                         r"UnsafeLoader|yaml\.Loader\b|(?<![\w.])(eval|exec)\(")
-    found = [f"{p.relative_to(REPO)}:{i}: {line.strip()}"
+    found = [(str(p.relative_to(REPO)), line.strip())
              for p in REPO.glob("fco_ray/**/*.py")
-             for i, line in enumerate(p.read_text().splitlines(), 1) if unsafe.search(line)]
-    assert found == []
+             for line in p.read_text().splitlines() if unsafe.search(line)]
+    assert sorted(found) == sorted((path, line) for path, lines in TRANSPORT.items() for line in lines)
     yaml_loads = [line for p in REPO.glob("fco_ray/**/*.py") for line in p.read_text().splitlines()
                   if re.search(r"yaml\.(load|load_all)\(", line)]
     assert all("Loader=_ConfigLoader" in line for line in yaml_loads)
