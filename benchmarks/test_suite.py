@@ -7,8 +7,8 @@ with pytest, timed, with the machine's load average before and after.
 
 `install` times the README's set-up step alone (a new virtual environment in a temporary
 folder, `pip install -q -e '.[test]'`: what a fresh clone pays before its first test).
-`--cold` empties the compilation caches first (JAX's persistent cache of the tests and
-numba's cached kernels) before each run, as on a fresh clone, and keeps the run as
+`--cold` empties the caches first (JAX's persistent cache of the tests, numba's cached
+kernels, and the tests' migrated MLflow template store) before each run, as on a fresh clone, and keeps the run as
 `fast-cold` / `full-cold` beside the warm one; without it the record says whether the caches
 were warm (held entries) when the run started.
 
@@ -43,6 +43,8 @@ FAST = ["-m", "not slow and not ray"]
 RUNS = {"fast": FAST, "full": [], "install": None}
 #: the compilation caches a fresh clone starts without (tests/conftest.py; fco_ray/ops/kernels.py)
 JAX_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fco-ray-tests" / "jax"
+#: the migrated MLflow store the tests copy new stores from (tests/conftest.py), kept beside it
+MLFLOW_TEMPLATE = JAX_CACHE.parent / "mlflow"
 NUMBA_CACHES = ("*.nbi", "*.nbc")
 MARK = "<!-- benchmarks/test_suite.py -->"
 END = "<!-- /benchmarks/test_suite.py -->"
@@ -67,6 +69,7 @@ def caches() -> str:
 
 def empty_caches() -> None:
     shutil.rmtree(JAX_CACHE, ignore_errors=True)
+    shutil.rmtree(MLFLOW_TEMPLATE, ignore_errors=True)
     for f in numba_files():
         f.unlink()
 
