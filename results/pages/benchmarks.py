@@ -130,7 +130,7 @@ def ms_pair(cell: str) -> str:
 def bench_ray_round() -> str:
     e1, big = bench_row("ray_round_idle.md", task="e1"), bench_row("ray_round_idle.md", task="e1_1000")
     busy = bench_row("ray_round.md", task="e1")
-    last = "ray_round_one_argument.md"
+    last = "ray_round_one_pickle.md"
     now = bench_row(last, task="e1")
     noop = "2 no-op actor calls ms"
     med = lambda row, col: nums(row[col])[1]  # noqa: E731
@@ -141,12 +141,13 @@ def bench_ray_round() -> str:
         f"clients, K = 10) takes {med(e1, 'ray ms'):.2f} ms on 2 actors against {med(e1, 'local ms'):.2f} ms local "
         f"(the two no-op calls alone are {nums(e1['no-op / local'])[0]:.2f}x a local round), and at 1,000 clients x "
         f"32 with 100 per round {med(big, 'ray ms'):.2f} ms against {med(big, 'local ms'):.2f} ms "
-        f"({nums(big['ray / local'])[0]:.2f}x; medians). On a slower machine of the same kind, with the rules "
-        f"run by each actor and one argument per actor call, an E1 round took {ms_pair(now['ray ms'])} ms "
-        f"(min to median) against {ms_pair(now[noop])} ms for the two no-op calls, "
-        f"{nums(now['ray ms'])[0] / nums(now[noop])[0]:.2f}x the floor by the minimum, at a load of "
-        f"{load_at_start(last):g} (`{last}`): beyond the calls go the actors' client work, the driver's "
-        "server step and the sums' way back.")
+        f"({nums(big['ray / local'])[0]:.2f}x; medians). On a slower machine of the same kind, with each actor "
+        f"call and its answer as one pickle (bytes to Ray, whose serializer of arrays cost more than the client "
+        f"work), an E1 round took {ms_pair(now['ray ms'])} ms (min to median) against {ms_pair(now[noop])} ms "
+        f"for the two no-op calls, {nums(now['ray / no-op, min'])[0]:.2f}x the floor by the minimum, at a load "
+        f"of {load_at_start(last):g} (`{last}`); against the same no-op calls with their arguments as bytes "
+        f"({ms_pair(now['the same as bytes ms'])} ms) it is {nums(now['ray / no-op as bytes, min'])[0]:.2f}x: "
+        "beyond the calls go the actors' client work, the driver's server step and the sums' way back.")
 
 
 def scaling(name: str, threads: str = "default") -> list[dict[str, str]]:
