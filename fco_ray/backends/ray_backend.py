@@ -19,9 +19,10 @@ the data the backend keeps in the object store (`ray.put`, one ref per shard), a
 resubmits the interrupted call (`max_task_retries`). The algorithm travels with every
 call (its pickle, made once, a few hundred bytes; a large one by object ref) beside a token
 of the driver's object, so a fresh actor has it and a warm one keeps its own copy (and what
-it compiled for it) while the token stays. A call and its answer are each one pickle (plain
-bytes to Ray: `ShardWorker.map_clients` says why). A call is a pure function of (algorithm, shard
-data, payload, ids, seed, round), so the redone round equals an undisturbed one.
+it compiled for it) while the token stays. A call and its answer are each one pickle
+(plain bytes to Ray: `ShardWorker.map_clients` says why). A call is a pure function of
+(algorithm, shard data, payload, ids, seed, round), so the redone round equals an
+undisturbed one.
 The exception is client state (`Algorithm.client_state`, e.g. CoCoA+ duals), which each
 actor keeps in its own store next to its shard, keyed by the backend's run token (dropped
 when the next run starts or the backend closes): a restart loses it, and the backend
@@ -132,7 +133,8 @@ class ShardWorker:
         `call` is the pickle of (algorithm token, algorithm pickle, payload, ids, seed, rnd,
         run): plain bytes each way, which Ray passes as they are. Arrays handed to Ray
         directly go through its serializer (out-of-band buffers, per-array metadata), which
-        cost E1 more than the client work it carried (benchmarks/results/ray_round.md). A
+        cost E1 more than the client work it carried (benchmarks/results/ray_round_one_pickle.md,
+        the no-op calls with and without bytes arguments). A
         large payload comes as its own argument (an object ref that Ray resolves), a large
         algorithm as [object ref]; then their places in `call` are None."""
         token, pickled, inline, ids, seed, rnd, run = pickle.loads(call)
