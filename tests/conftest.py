@@ -71,7 +71,7 @@ def pytest_configure(config):
     node id pytest-xdist can extend with `@group`: it writes `item._nodeid`, which pytest 9.2
     no longer reads (pyproject.toml's test extra pins below it). With another pytest xdist
     would silently group nothing; stop before any test runs instead."""
-    if (config.getvalue("dist") != "loadgroup" or not config.getoption("numprocesses", None)
+    if (config.getoption("dist", None) != "loadgroup" or not config.getoption("numprocesses", None)
             or hasattr(config, "workerinput")):
         return
     from _pytest.nodes import Node
