@@ -79,7 +79,7 @@ class Dataset(abc.ABC):
         """(features, classes) of the multinomial problems' model (constrained_logreg, mlp):
         only the datasets those problems accept (their `dataset` Literal) say it; the
         binary-only ones (breast_cancer, haxby) are refused here by name."""
-        raise NotImplementedError(f"dataset {self.name!r} serves the binary problem "
+        raise ValueError(f"dataset {self.name!r} serves the binary problem "
                                   "(sparse_logreg) only: it has no (features, classes)")
 
     def check(self, p) -> None:
