@@ -111,6 +111,8 @@ def run(name: str, selection: list[str], work: Path, quick: bool) -> dict:
         slowest.append((float(case.get("time", 0)), test))
         if kind == "failed":
             failures.append(test)
+            why = case.find("failure") if case.find("failure") is not None else case.find("error")
+            print(f"FAILED {test}:\n{(why.text or why.get('message', ''))[-3000:]}", flush=True)
     slowest.sort(reverse=True)
     shown = ".venv/bin/python -m pytest -q" + "".join(f' -m "{s}"' for s in selection[1::2])
     print(f"{name}: {wall:.0f} s, {counts}, load {before} -> {after}", flush=True)

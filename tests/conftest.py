@@ -24,7 +24,12 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "fco-ray-tests", "jax"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
-os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(512 << 20))  # bytes; oldest out first
+# no size bound inside JAX: with one, every write lists the whole cache and reads each entry's
+# access-time file (thousands of files: 0.1-0.2 s a write), and every read takes a lock shared
+# by the workers and writes that file. The bound (JAX_CACHE_BYTES) is kept by `prune_jax_cache`
+# once a session instead.
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", "-1")
+JAX_CACHE_BYTES = 512 << 20
 
 import numpy as np
 import pytest
@@ -66,7 +71,37 @@ SERIAL = {"tests/ray/test_cluster.py": "ray", "tests/ray/test_netns_cluster.py":
           "tests/ray/test_job_submit.py": "netns"}
 
 
+def prune_jax_cache(folder: Path, limit: int = JAX_CACHE_BYTES) -> int:
+    """Delete the least recently used files of JAX's persistent cache (by the later of their
+    access and write times) until it holds at most `limit` bytes; returns how many went. Run
+    once a session, before any worker starts."""
+    if not folder.is_dir():
+        return 0
+    entries = []
+    for path in folder.iterdir():
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        entries.append((max(st.st_atime, st.st_mtime), st.st_size, path))
+    total = sum(size for _, size, _ in entries)
+    gone = 0
+    for _, size, path in sorted(entries, key=lambda e: e[0]):
+        if total <= limit:
+            break
+        path.unlink(missing_ok=True)
+        total -= size
+        gone += 1
+    return gone
+
+
 def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or a run without workers)
+        prune_jax_cache(Path(os.environ["JAX_COMPILATION_CACHE_DIR"]))
+    check_loadgroup(config)
+
+
+def check_loadgroup(config):
     """`--dist loadgroup` (the groups of `pytest_collection_modifyitems`) needs a pytest whose
     node id pytest-xdist can extend with `@group`: it writes `item._nodeid`, which pytest 9.2
     no longer reads (pyproject.toml's test extra pins below it). With another pytest xdist
