@@ -15,4 +15,3 @@ def test_the_least_recently_used_entries_go_until_the_cache_fits(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jit_f-1-cache", "jit_f-4-cache"]
     assert prune_jax_cache(tmp_path, limit=250) == 0
     assert prune_jax_cache(tmp_path / "absent") == 0
-
