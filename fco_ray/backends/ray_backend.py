@@ -134,9 +134,9 @@ class ShardWorker:
         run): plain bytes each way, which Ray passes as they are. Arrays handed to Ray
         directly go through its serializer (out-of-band buffers, per-array metadata), which
         cost E1 more than the client work it carried (benchmarks/results/ray_round_one_pickle.md,
-        the no-op calls with and without bytes arguments). A
-        large payload comes as its own argument (an object ref that Ray resolves), a large
-        algorithm as [object ref]; then their places in `call` are None."""
+        the no-op calls with and without bytes arguments). A large payload comes as its own
+        argument (an object ref that Ray resolves), a large algorithm as [object ref]; then
+        their places in `call` are None."""
         token, pickled, inline, ids, seed, rnd, run = pickle.loads(call)
         payload = inline if payload is None else payload
         self._use(token, pickled if algorithm is None else algorithm)

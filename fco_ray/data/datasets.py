@@ -80,7 +80,7 @@ class Dataset(abc.ABC):
         only the datasets those problems accept (their `dataset` Literal) say it; the
         binary-only ones (breast_cancer, haxby) are refused here by name."""
         raise ValueError(f"dataset {self.name!r} serves the binary problem "
-                                  "(sparse_logreg) only: it has no (features, classes)")
+                         "(sparse_logreg) only: it has no (features, classes)")
 
     def check(self, p) -> None:
         """Raise ValueError where `p` breaks a constraint of this dataset's own keys."""
