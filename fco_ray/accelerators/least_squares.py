@@ -1,7 +1,8 @@
 """The composite family's K local steps on the least-squares problems (E1 lasso, and any
 `LeastSquares` rule) under an l1 penalty or none, as the numba whole-step kernel
 `kernels.least_squares_steps`: one compiled call per block of clients, a fused group's
-members sharing each minibatch (two BLAS products per step for G models).
+members sharing each minibatch (gathered once a step, the G models taken two at a time
+through it).
 
 It serves the rules `PrimalAveraging` (FedAvg, FedAvg with subgradients, FedMiD, FedMiD-OSP,
 local) and `DualAveraging` (FedDualAvg, FedDualAvg-OSP) through the kernel's thresholds:

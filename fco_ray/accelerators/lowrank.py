@@ -3,7 +3,7 @@
 or none: the minibatch gradients of all clients and members of a round at once, then the
 nuclear prox as one batched `np.linalg.svd` over every (client, member) pair with a nonzero
 threshold. Python loops over the K steps only; a fused group's members share each client's
-minibatch (two batched BLAS products per step for the G models of every client).
+minibatch (gathered once a step, the G models taken two at a time through it).
 
 It serves the rules `PrimalAveraging` (FedAvg, FedAvg with subgradients, FedMiD, FedMiD-OSP,
 local) and `DualAveraging` (FedDualAvg, FedDualAvg-OSP), as the rules define their steps:

@@ -231,7 +231,7 @@ def _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, p
     are (no gathered copy, no BLAS call for a 1 x B product), residuals by dot products and
     the gradient by B axpys. Same floating-point model as the fused gradient (reassociated,
     contracted sums: vectorized; never `nnan`/`ninf`, so a diverging run still shows NaN and
-    inf): equal to the gathered BLAS products up to rounding (~1e-15 relative per step)."""
+    inf): equal to the group kernel (`_group_steps`) up to rounding (~1e-15 relative per step)."""
     rows, dim = w.shape
     steps = pre.shape[0]
     u = np.empty(dim)
@@ -253,6 +253,140 @@ def _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, p
     return w, b
 
 
+@njit(cache=CACHE, inline="always")
+def _dots(w0, w1, t0, t1, xb, out0, out1, two):
+    """out0[j] = <u0, xb[j]> for every row j of xb and, if `two`, out1[j] = <u1, xb[j]>, at
+    u = prox_{t |.|_1}(w) (t = 0: w itself), the prox taken on the fly: four rows and two
+    models a pass, so each load of a row serves both models and each load of a model four rows.
+    At a fused group's shapes (G x 1024 by 1024 x 10) this beats BLAS's general product, whose
+    blocking is made for large matrices."""
+    batch, dim = xb.shape
+    j = 0
+    while j + 4 <= batch:
+        x0, x1, x2, x3 = xb[j], xb[j + 1], xb[j + 2], xb[j + 3]
+        a0 = a1 = a2 = a3 = 0.0
+        if two:
+            c0 = c1 = c2 = c3 = 0.0
+            for p in range(dim):
+                v, s = w0[p], w1[p]
+                v -= min(max(v, -t0), t0)
+                s -= min(max(s, -t1), t1)
+                e0, e1, e2, e3 = x0[p], x1[p], x2[p], x3[p]
+                a0 += v * e0
+                a1 += v * e1
+                a2 += v * e2
+                a3 += v * e3
+                c0 += s * e0
+                c1 += s * e1
+                c2 += s * e2
+                c3 += s * e3
+            out1[j], out1[j + 1], out1[j + 2], out1[j + 3] = c0, c1, c2, c3
+        else:
+            for p in range(dim):
+                v = w0[p]
+                v -= min(max(v, -t0), t0)
+                a0 += v * x0[p]
+                a1 += v * x1[p]
+                a2 += v * x2[p]
+                a3 += v * x3[p]
+        out0[j], out0[j + 1], out0[j + 2], out0[j + 3] = a0, a1, a2, a3
+        j += 4
+    while j < batch:
+        xj = xb[j]
+        a0 = c0 = 0.0
+        for p in range(dim):
+            v, s = w0[p], w1[p]
+            a0 += (v - min(max(v, -t0), t0)) * xj[p]
+            c0 += (s - min(max(s, -t1), t1)) * xj[p]
+        out0[j] = a0
+        if two:
+            out1[j] = c0
+        j += 1
+
+
+@njit(cache=CACHE, inline="always")
+def _axpys(z0, z1, coef0, coef1, xb, two):
+    """z0 += sum_j coef0[j] xb[j] and, if `two`, z1 += sum_j coef1[j] xb[j]: four rows of xb
+    and two models a pass (z0, z1 distinct rows)."""
+    batch, dim = xb.shape
+    j = 0
+    while j + 4 <= batch:
+        x0, x1, x2, x3 = xb[j], xb[j + 1], xb[j + 2], xb[j + 3]
+        a0, a1, a2, a3 = coef0[j], coef0[j + 1], coef0[j + 2], coef0[j + 3]
+        if two:
+            c0, c1, c2, c3 = coef1[j], coef1[j + 1], coef1[j + 2], coef1[j + 3]
+            for p in range(dim):
+                e0, e1, e2, e3 = x0[p], x1[p], x2[p], x3[p]
+                z0[p] += a0 * e0 + a1 * e1 + a2 * e2 + a3 * e3
+                z1[p] += c0 * e0 + c1 * e1 + c2 * e2 + c3 * e3
+        else:
+            for p in range(dim):
+                z0[p] += a0 * x0[p] + a1 * x1[p] + a2 * x2[p] + a3 * x3[p]
+        j += 4
+    while j < batch:
+        xj, a0, c0 = xb[j], coef0[j], coef1[j]
+        if two:
+            for p in range(dim):
+                z0[p] += a0 * xj[p]
+                z1[p] += c0 * xj[p]
+        else:
+            for p in range(dim):
+                z0[p] += a0 * xj[p]
+        j += 1
+
+
+@njit(cache=CACHE, inline="always")
+def _gather(x, y, flat, offset, xb, yb):
+    """The minibatch rows flat[j] + offset of x and y, copied into xb (B, P) and yb (B,)."""
+    for j in range(flat.size):
+        i = flat[j] + offset
+        xb[j] = x[i]
+        yb[j] = y[i]
+
+
+@njit(cache=CACHE, fastmath={"reassoc", "contract"})
+def _group_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post, sub_lam):
+    """`least_squares_steps` for G > 1 models per client: the client's minibatch is gathered
+    once a step and its G models go through it two at a time (`_dots`, `_axpys`)."""
+    rows, dim = w.shape
+    clients = ids.size
+    group = rows // clients
+    steps = pre.shape[0]
+    xb = np.empty((batch, dim))
+    yb = np.empty(batch)
+    prod = np.empty((2, batch))
+    coef = np.empty((2, batch))
+    for c in range(clients):
+        for k in range(steps):
+            flat = keyed_integers(seed, rnd, k, stream, ids[c:c + 1], sizes[c:c + 1], batch)
+            _gather(x, y, flat[0], offsets[c], xb, yb)
+            for g0 in range(0, group, 2):
+                two = g0 + 1 < group
+                r0 = c * group + g0
+                r1 = r0 + 1 if two else r0
+                w0, w1 = w[r0], w[r1]  # the gradient at prox_{pre psi}(w)
+                _dots(w0, w1, pre[k, r0], pre[k, r1], xb, prod[0], prod[1], two)
+                for m in range(2 if two else 1):
+                    r = r0 + m
+                    step = -lr[r]
+                    total = 0.0
+                    for j in range(batch):
+                        res = (prod[m, j] + b[r] - yb[j]) / batch
+                        total += res
+                        coef[m, j] = step * (2.0 * res)
+                    b[r] = step * (2.0 * total) + b[r]
+                    if sub_lam[r] != 0.0:  # the subgradient term, at w before the step
+                        wr, s = w[r], step * sub_lam[r]
+                        for p in range(dim):
+                            wr[p] += s * np.sign(wr[p])
+                _axpys(w0, w1, coef[0], coef[1], xb, two)
+                for m in range(2 if two else 1):
+                    t = post[k, r0 + m]
+                    if t != 0.0:
+                        _shrink_into(w[r0 + m], w[r0 + m], t)
+    return w, b
+
+
 @njit(cache=CACHE)
 def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post,
                         sub_lam):
@@ -266,52 +400,16 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
 
     Rows: w (R, P) and b (R,) are updated in place; R = C G, client c owns the G consecutive
     rows c G .. c G + G - 1 (a fused group's members, or G = 1). Client c (key id ids[c],
-    sizes[c] samples from row offsets[c] of x) draws its minibatch at step k as
-    the rule draws them (`fco_ray.rules.keys`), once for its G rows; the G models' residuals and gradients
-    on it are two matrix products (BLAS), so a group of G costs far less than G runs; a lone
-    model (G = 1) reads its minibatch rows in place instead (`_lone_steps`).
-    lr, sub_lam: (R,) (sub_lam 0: no subgradient term); pre, post: (K, R)."""
-    rows, dim = w.shape
-    clients = ids.size
-    group = rows // clients
-    if group == 1:
+    sizes[c] samples from row offsets[c] of x) draws its minibatch at step k as the rule
+    draws them (`fco_ray.rules.keys`), once for its G rows. A group (G > 1) gathers the
+    minibatch and takes its models two at a time through it (`_group_steps`), so a group of G
+    costs far less than G runs; a lone model (G = 1) reads its minibatch rows in place
+    (`_lone_steps`). lr, sub_lam: (R,) (sub_lam 0: no subgradient term); pre, post: (K, R)."""
+    if w.shape[0] == ids.size:
         return _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre,
                            post, sub_lam)
-    steps = pre.shape[0]
-    xb = np.empty((batch, dim))
-    yb = np.empty(batch)
-    u = np.empty((group, dim))
-    prod = np.empty((group, batch))
-    resid = np.empty((group, batch))
-    gw = np.empty((group, dim))
-    for c in range(clients):
-        r0 = c * group
-        wc = w[r0:r0 + group]  # this client's G rows (a view: updated in place)
-        for k in range(steps):
-            flat = keyed_integers(seed, rnd, k, stream, ids[c:c + 1], sizes[c:c + 1], batch)
-            for j in range(batch):
-                i = flat[0, j] + offsets[c]
-                xb[j] = x[i]
-                yb[j] = y[i]
-            if np.any(pre[k, r0:r0 + group] != 0.0):  # the gradient at a prox of w
-                for g in range(group):
-                    _shrink_into(u[g], wc[g], pre[k, r0 + g])
-                np.dot(u, xb.T, prod)  # (G, B) residuals before the bias
-            else:  # at w itself: no copy
-                np.dot(wc, xb.T, prod)
-            for g in range(group):
-                for j in range(batch):
-                    resid[g, j] = (prod[g, j] + b[r0 + g] - yb[j]) / batch
-            np.dot(resid, xb, gw)  # (G, P): half the gradient
-            for g in range(group):
-                r = r0 + g
-                step = -lr[r]
-                gb = 0.0
-                for j in range(batch):
-                    gb += resid[g, j]
-                _prox_step(wc[g], gw[g], step, post[k, r], sub_lam[r])
-                b[r] = step * (2.0 * gb) + b[r]
-    return w, b
+    return _group_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post,
+                        sub_lam)
 
 
 @njit(cache=CACHE, fastmath={"reassoc", "contract"})
@@ -322,6 +420,36 @@ def _lone_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, b
     for c in range(ids.size):
         flat = keyed_integers(seed, rnd, step, stream, ids[c:c + 1], sizes[c:c + 1], batch)
         gb[c] = _row_gradient(x, y, flat[0], offsets[c], at[c], b[c], batch, resid, gw[c])
+
+
+@njit(cache=CACHE, fastmath={"reassoc", "contract"})
+def _group_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, b, gw, gb):
+    """`least_squares_grads` for G > 1 models per client: the minibatch gathered once, the
+    models two at a time (`_dots`, `_axpys`), as `_group_steps`."""
+    rows, dim = at.shape
+    clients = ids.size
+    group = rows // clients
+    xb = np.empty((batch, dim))
+    yb = np.empty(batch)
+    prod = np.empty((2, batch))
+    for c in range(clients):
+        flat = keyed_integers(seed, rnd, step, stream, ids[c:c + 1], sizes[c:c + 1], batch)
+        _gather(x, y, flat[0], offsets[c], xb, yb)
+        for g0 in range(0, group, 2):
+            two = g0 + 1 < group
+            r0 = c * group + g0
+            r1 = r0 + 1 if two else r0
+            _dots(at[r0], at[r1], 0.0, 0.0, xb, prod[0], prod[1], two)
+            for m in range(2 if two else 1):
+                r = r0 + m
+                total = 0.0
+                for j in range(batch):
+                    res = (prod[m, j] + b[r] - yb[j]) / batch
+                    prod[m, j] = res
+                    total += res
+                gb[r] = total
+                gw[r] = 0.0
+            _axpys(gw[r0], gw[r1], prod[0], prod[1], xb, two)
 
 
 @njit(cache=CACHE)
@@ -335,31 +463,10 @@ def least_squares_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batc
     over the minibatch rows x_j of row r's client (the gradient of the mean of
     (<x, at> + b - y)^2 is 2 gw, 2 gb). Rows as in `least_squares_steps`: at (R, P), b (R,),
     R = C G, client c owns rows c G .. c G + G - 1 and draws its minibatch as the rule draws it
-    (key id ids[c], sizes[c] samples from row offsets[c] of x), once for its G rows: two BLAS
-    products for G > 1, in-place reads for G = 1 (`_lone_grads`). gw (R, P) and gb (R,) are
-    written."""
-    rows, dim = at.shape
-    clients = ids.size
-    group = rows // clients
-    if group == 1:
+    (key id ids[c], sizes[c] samples from row offsets[c] of x), once for its G rows: gathered
+    and taken two models at a time for G > 1 (`_group_grads`), read in place for G = 1
+    (`_lone_grads`). gw (R, P) and gb (R,) are written."""
+    if at.shape[0] == ids.size:
         _lone_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, b, gw, gb)
-        return
-    xb = np.empty((batch, dim))
-    yb = np.empty(batch)
-    prod = np.empty((group, batch))
-    for c in range(clients):
-        r0 = c * group
-        flat = keyed_integers(seed, rnd, step, stream, ids[c:c + 1], sizes[c:c + 1], batch)
-        for j in range(batch):
-            i = flat[0, j] + offsets[c]
-            xb[j] = x[i]
-            yb[j] = y[i]
-        np.dot(at[r0:r0 + group], xb.T, prod)  # (G, B) residuals before the bias
-        for g in range(group):
-            total = 0.0
-            for j in range(batch):
-                r = (prod[g, j] + b[r0 + g] - yb[j]) / batch
-                prod[g, j] = r
-                total += r
-            gb[r0 + g] = total
-        np.dot(prod, xb, gw[r0:r0 + group])  # (G, P)
+    else:
+        _group_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, b, gw, gb)

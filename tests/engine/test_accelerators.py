@@ -66,7 +66,8 @@ def test_the_accelerator_equals_its_rule(name, problem, algorithm, monkeypatch):
         np.testing.assert_allclose(fast_model[block], ruled_model[block], rtol=1e-9, atol=1e-12)
     if algorithm == "local":
         return  # the local baseline has no server rate to fuse over
-    grid = {"algorithm.client_lr": [0.02, 0.01], "algorithm.server_lr": [1.0, 0.5]}
+    # nine members: the kernels take a group's models two at a time, and the ninth alone
+    grid = {"algorithm.client_lr": [0.02, 0.01, 0.005], "algorithm.server_lr": [1.0, 0.5, 0.25]}
     fused, _ = run(problem, algorithm, True, monkeypatch, grid, name)
     alone, _ = run(problem, algorithm, False, monkeypatch, grid)
     np.testing.assert_allclose(fused["train_loss"], alone["train_loss"], rtol=1e-9)
