@@ -25,7 +25,6 @@ import contextlib
 import datetime as _dt
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 import numpy as np  # noqa: E402
+
+from benchmarks.device_metrics import cpu_model  # noqa: E402
 
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends import LocalBackend  # noqa: E402
@@ -240,11 +241,14 @@ def main() -> None:
         args.set = [*args.set, "seeds=[0]"]
     started = _dt.datetime.now()
     command = f"python benchmarks/fused.py {' '.join(sys.argv[1:])}".strip()
-    record = {"command": command, "date": started.isoformat(timespec="seconds"), "cpus": os.cpu_count(),
-              "load_start": load(), "rounds": [], "grid": {}, "sweep": {}}
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or "?"
+    record = {"command": command, "commit": commit, "date": started.isoformat(timespec="seconds"),
+              "cpu": cpu_model(), "cpus": os.cpu_count(), "load_start": load(), "rounds": [], "grid": {},
+              "sweep": {}}
     out = [f"# Fused vs unfused ({started:%Y-%m-%d %H:%M})", "",
-           f"Command: `{command}`",
-           f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
+           f"Command: `{command}` at commit {commit}",
+           f"Machine: {cpu_model()}, {os.cpu_count()} CPUs; "
            f"load average (1 / 5 / 15 min) at start {load()}", ""]
     if "rounds" in args.only:
         words = [w for w in args.cases.split(",") if w]

@@ -296,7 +296,9 @@ def fused_record(name: str) -> str:
     """Fused groups vs single configurations per round, run_grid fused vs separate, and the
     sweep end to end, from one record of benchmarks/fused.py."""
     r = bench(name)
-    out = [f"Recorded {r['date'].replace('T', ' ')} by `{r['command']}` "
+    at = f" at commit {r['commit']}" if r.get("commit") else ""
+    on = f" on {r['cpus']} x {r['cpu']}" if r.get("cpu") else ""
+    out = [f"Recorded {r['date'].replace('T', ' ')} by `{r['command']}`{at}{on} "
            f"(`benchmarks/results/{Path(name).with_suffix('.md')}`), "
            f"1-minute load average {one_min(r['load_start'])} at the start and {one_min(r['load_end'])} at the end."]
     rows = [x for x in r["rounds"] if x["loop"] != "Python steps"]
