@@ -344,6 +344,15 @@ def _gather(x, y, flat, offset, xb, yb):
         yb[j] = y[i]
 
 
+@njit(cache=CACHE, inline="always")
+def _pair(c, group, g0):
+    """Client c's rows g0 and g0 + 1 of its `group` (C G rows, client-major): (two, r0, r1),
+    r1 = r0 when g0 is the last member of an odd group (then `two` is False)."""
+    two = g0 + 1 < group
+    r0 = c * group + g0
+    return two, r0, r0 + 1 if two else r0
+
+
 @njit(cache=CACHE, fastmath={"reassoc", "contract"})
 def _group_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post, sub_lam):
     """`least_squares_steps` for G > 1 models per client: the client's minibatch is gathered
@@ -361,9 +370,7 @@ def _group_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, 
             flat = keyed_integers(seed, rnd, k, stream, ids[c:c + 1], sizes[c:c + 1], batch)
             _gather(x, y, flat[0], offsets[c], xb, yb)
             for g0 in range(0, group, 2):
-                two = g0 + 1 < group
-                r0 = c * group + g0
-                r1 = r0 + 1 if two else r0
+                two, r0, r1 = _pair(c, group, g0)
                 w0, w1 = w[r0], w[r1]  # the gradient at prox_{pre psi}(w)
                 _dots(w0, w1, pre[k, r0], pre[k, r1], xb, prod[0], prod[1], two)
                 for m in range(2 if two else 1):
@@ -436,9 +443,7 @@ def _group_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, 
         flat = keyed_integers(seed, rnd, step, stream, ids[c:c + 1], sizes[c:c + 1], batch)
         _gather(x, y, flat[0], offsets[c], xb, yb)
         for g0 in range(0, group, 2):
-            two = g0 + 1 < group
-            r0 = c * group + g0
-            r1 = r0 + 1 if two else r0
+            two, r0, r1 = _pair(c, group, g0)
             _dots(at[r0], at[r1], 0.0, 0.0, xb, prod[0], prod[1], two)
             for m in range(2 if two else 1):
                 r = r0 + m
