@@ -1,6 +1,8 @@
-"""The floor of a fused E1 group's local step: the two matrix products a group of G members
+"""A fused E1 group's local step as two BLAS products: the products a group of G members
 makes per step (residuals (G, d) x (d, B), gradient (G, B) x (B, d); E1: d = 1024, B = 10),
 beside a large product for this core's double-precision peak. CPU time, one BLAS thread.
+Where these small products run far below the large one, the group kernel
+(`fco_ray.ops.kernels._group_steps`, two models at a time by hand) does better than BLAS.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/blas_floor.py [--group 35] [--quick]
 """

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -33,6 +32,8 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_
 
 import numpy as np  # noqa: E402
 from fco_ray.runtime.files import write_file  # noqa: E402
+
+from benchmarks.machine import cpu_model  # noqa: E402,F401  (test_suite.py imports it from here)
 
 FULL = {"problem": {"name": "bilinear_l1", "n": 150, "m": 300, "clients": 40, "data_seed": 0},
         "G": 16, "rounds": 60}
@@ -55,16 +56,6 @@ def uptime() -> str:
         return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
 
 
 def measure(setup: dict, every: int, where: str) -> list[dict]:

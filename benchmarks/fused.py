@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 import numpy as np  # noqa: E402
 
-from benchmarks.device_metrics import cpu_model  # noqa: E402
+from benchmarks.machine import cpu_model  # noqa: E402
 
 from fco_ray.algorithms import ALGORITHMS  # noqa: E402
 from fco_ray.backends import LocalBackend  # noqa: E402
@@ -241,7 +241,10 @@ def main() -> None:
         args.set = [*args.set, "seeds=[0]"]
     started = _dt.datetime.now()
     command = f"python benchmarks/fused.py {' '.join(sys.argv[1:])}".strip()
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+    import fco_ray  # the checkout whose fco_ray runs (a worktree on PYTHONPATH, or this one)
+
+    code = Path(fco_ray.__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "-C", str(code), "describe", "--always", "--dirty"], capture_output=True,
                             text=True).stdout.strip() or "?"
     record = {"command": command, "commit": commit, "date": started.isoformat(timespec="seconds"),
               "cpu": cpu_model(), "cpus": os.cpu_count(), "load_start": load(), "rounds": [], "grid": {},

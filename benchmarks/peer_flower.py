@@ -51,6 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 import fco_ray  # noqa: E402  (public entry points only: run, PROBLEMS)
 from fco_ray.runtime.files import replacing, write_file
 
+from benchmarks.machine import cpu_model
+
 VENV = ROOT / "benchmarks" / ".venv-flower"
 TASKS = {
     "e1": {"clients": 64, "samples_per_client": 128, "clients_per_round": 10},
@@ -236,14 +238,6 @@ def main() -> None:
     if python:  # the page compares with Flower: not without it (--quick)
         write_file(out, markdown(res))
     print(f"wrote {out if python else out.with_suffix('.json')}", flush=True)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
 
 
 def markdown(res: dict) -> str:

@@ -146,9 +146,13 @@ def keyed_integers(seed, rnd, step, stream, ids, highs, count):
     return out
 
 
-# reassoc: the dot products may be summed in SIMD lanes (a different summation order than
-# BLAS, as BLAS differs from a plain loop); no flag that assumes finite values, so NaN and
-# inf propagate and divergence is still detected.
+# The step kernels below (`_lone_steps`, `_group_steps`, ...) are compiled with fastmath
+# `reassoc` and `contract`: their dot products may be summed in SIMD lanes and fused
+# multiply-adds (a different summation order than a plain loop or the rule's XLA program,
+# equal up to rounding); no flag that assumes finite values, so NaN and inf propagate and
+# divergence is still detected.
+
+
 @njit(cache=CACHE)
 def soft_threshold(x, tau):
     """x - clip(x, -tau, tau) elementwise on a 1-D array (one pass, one new array): the same
@@ -291,23 +295,28 @@ def _dots(w0, w1, t0, t1, xb, out0, out1, two):
                 a3 += v * x3[p]
         out0[j], out0[j + 1], out0[j + 2], out0[j + 3] = a0, a1, a2, a3
         j += 4
-    while j < batch:
+    while j < batch:  # the rows left, one at a time
         xj = xb[j]
         a0 = c0 = 0.0
-        for p in range(dim):
-            v, s = w0[p], w1[p]
-            a0 += (v - min(max(v, -t0), t0)) * xj[p]
-            c0 += (s - min(max(s, -t1), t1)) * xj[p]
-        out0[j] = a0
         if two:
+            for p in range(dim):
+                v, s = w0[p], w1[p]
+                a0 += (v - min(max(v, -t0), t0)) * xj[p]
+                c0 += (s - min(max(s, -t1), t1)) * xj[p]
             out1[j] = c0
+        else:
+            for p in range(dim):
+                v = w0[p]
+                a0 += (v - min(max(v, -t0), t0)) * xj[p]
+        out0[j] = a0
         j += 1
 
 
 @njit(cache=CACHE, inline="always")
 def _axpys(z0, z1, coef0, coef1, xb, two):
     """z0 += sum_j coef0[j] xb[j] and, if `two`, z1 += sum_j coef1[j] xb[j]: four rows of xb
-    and two models a pass (z0, z1 distinct rows)."""
+    and two models a pass (z0, z1 distinct rows when `two`; otherwise z1 is not touched and
+    may be z0)."""
     batch, dim = xb.shape
     j = 0
     while j + 4 <= batch:

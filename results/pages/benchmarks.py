@@ -297,7 +297,7 @@ def fused_record(name: str) -> str:
     sweep end to end, from one record of benchmarks/fused.py."""
     r = bench(name)
     at = f" at commit {r['commit']}" if r.get("commit") else ""
-    on = f" on {r['cpus']} x {r['cpu']}" if r.get("cpu") else ""
+    on = f" on {r['cpu']}, {r['cpus']} CPUs" if r.get("cpu") else ""
     out = [f"Recorded {r['date'].replace('T', ' ')} by `{r['command']}`{at}{on} "
            f"(`benchmarks/results/{Path(name).with_suffix('.md')}`), "
            f"1-minute load average {one_min(r['load_start'])} at the start and {one_min(r['load_end'])} at the end."]

@@ -38,8 +38,9 @@ RAY = {
     "ray_startup.py": [],
     "run.py": ["--only", "ray,sweep"],
 }
-#: Flower's side of peer_flower.py: imported by Flower's simulation in benchmarks/.venv-flower
-NOT_A_SCRIPT = {"flower_task.py"}
+#: modules, not scripts: Flower's side of peer_flower.py (imported by Flower's simulation in
+#: benchmarks/.venv-flower) and the machine description the records share
+NOT_A_SCRIPT = {"flower_task.py", "machine.py"}
 #: smoke runs that a test elsewhere makes, with more checks (on JAX's CPU platform)
 ELSEWHERE = {"gpu.py": "tests/engine/test_device.py::test_gpu_benchmark_quick_mode_runs"}
 #: experiments that write the results pages' records, in results/ (their smoke runs here too)
