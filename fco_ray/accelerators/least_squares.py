@@ -47,7 +47,9 @@ class LeastSquaresL1:
         # each client's G rows start at the members' models: w (C G, P), b (C G,), updated in place
         start_w = np.asarray(model["w"], float).reshape(g, -1)
         start_b = np.asarray(model["b"], float).reshape(g)
-        w = np.tile(start_w, (clients, 1)) if g > 1 else np.repeat(start_w, clients, axis=0)
+        w = np.empty((clients, g, start_w.shape[1]))
+        w[:] = start_w  # client c's rows c G .. c G + G - 1
+        w = w.reshape(clients * g, -1)
         b = np.tile(start_b, clients)
         if dual and group.members[0].client_prox:  # (etat + lr k) lam: the round's etat
             etat = np.tile(np.asarray(payload["etat"], float).reshape(g), clients)
@@ -60,7 +62,9 @@ class LeastSquaresL1:
                                     train.arrays["y"].reshape(-1), key.seed, key.round, BATCH, ids, sizes,
                                     offsets, group.hp.batch_size, w, b, lr, pre, post, sub_lam)
         weights = np.asarray(weights, float)
-        dw = weights @ (w.reshape(clients, -1) - np.tile(start_w.reshape(-1), clients).reshape(clients, -1))
+        moved = w.reshape(clients, g, -1)
+        moved -= start_w  # in place: each client's models minus where they started
+        dw = weights @ moved.reshape(clients, -1)
         db = weights @ (b.reshape(clients, g) - start_b)
         return {"w": dw.reshape((g,) + problem.shapes["w"]), "b": db}
 
