@@ -398,11 +398,10 @@ def cmd_ui(args) -> int:
             raise ConfigError(f"no sweep {sweep!r} in MLflow experiment {short_repr(experiment)} at {store.uri}")
         link = trials_url(base, exp_id, parent.info.run_id, parent.data.tags.get("fco.metric"),
                           parent.data.tags.get("fco.mode", "min"))
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-               "--host", "127.0.0.1", "--port", str(args.port)]
-    print(f"starting the MLflow UI on {uri} at {base} (half a minute or more on a busy machine) ...",
+    command, env = ui_server(uri, args.port)
+    print(f"starting the MLflow UI on {uri} at {base} (seconds; longer on a busy machine) ...",
           flush=True)
-    server = subprocess.Popen(command)
+    server = subprocess.Popen(command, env=env)
     try:
         took = wait_until_answers(base, lambda: server.poll() is None, args.wait)
         if took is None:
@@ -422,6 +421,17 @@ def cmd_ui(args) -> int:
                 server.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 server.kill()
+
+
+def ui_server(uri: str, port: int) -> tuple[list[str], dict]:
+    """The command and environment of the MLflow UI that `fco-ray ui` starts: one web worker
+    (one user) and no job runner (MLflow's GenAI evaluation jobs: fco-ray logs none). With
+    MLflow 3.17's defaults, four web workers and seven job consumers each import MLflow, and
+    the UI answers two to three times later on 2 cores (benchmarks/mlflow_ui.py). A user who
+    set MLFLOW_SERVER_ENABLE_JOB_EXECUTION keeps their setting."""
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
+               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    return command, {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ}
 
 
 # --- entry point -------------------------------------------------------------------------

@@ -30,11 +30,13 @@ def free_port() -> int:
 def test_ui_waits_until_the_server_answers_then_prints_the_link(tmp_path, monkeypatch, capsys):
     (tmp_path / "mlflow.db").write_bytes(b"")
     monkeypatch.chdir(tmp_path)
-    started = []
+    monkeypatch.delenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", raising=False)
+    started, envs = [], []
     real = subprocess.Popen
 
     def popen(command, **kw):
         started.append(command)
+        envs.append(kw.get("env") or {})
         return real([sys.executable, "-c", STAND_IN, command[command.index("--port") + 1]], **kw)
 
     monkeypatch.setattr(subprocess, "Popen", popen)
@@ -43,7 +45,8 @@ def test_ui_waits_until_the_server_answers_then_prints_the_link(tmp_path, monkey
     assert cli.main(["ui", "--port", str(port)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert started[0][1:] == ["-m", "mlflow", "ui", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-                              "--host", "127.0.0.1", "--port", str(port)]
+                              "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    assert envs[0]["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"  # no job runner: it doubles the start
     assert out[0].startswith(f"starting the MLflow UI on sqlite:///") and "busy machine" in out[0]
     assert out[1].startswith("the MLflow UI answers (after ") and out[2] == f"  http://127.0.0.1:{port}"
 

@@ -283,7 +283,10 @@ def doc_mlflow_server(client: Host, clone: Path, db: Path):
     """docs/cluster.md's `mlflow server` line on the client, once it accepts connections."""
     line = next(line.strip() for line in DOC.read_text().splitlines() if line.strip().startswith("mlflow server"))
     line = line.replace("MLFLOW_HOST", client.address).replace("sqlite:///$PWD/mlflow.db", f"sqlite:///{db}")
-    server = client.popen(f"source .venv/bin/activate\nexec {line} --workers 1", cwd=clone,
+    # one web worker and no job runner (fco-ray logs no GenAI jobs), as `fco-ray ui` starts it:
+    # MLflow's defaults add seven processes importing MLflow beside the three nodes' start
+    server = client.popen(f"source .venv/bin/activate\nexport MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false\n"
+                          f"exec {line} --workers 1", cwd=clone,
                           log=clone.parent / "mlflow.log")
     client.run(f"for i in $(seq 240); do (exec 3<>/dev/tcp/{client.address}/5000) 2>/dev/null && exit 0; "
                "sleep 0.5; done; exit 1", timeout=150)
