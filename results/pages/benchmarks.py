@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 
 import pandas as pd
@@ -222,6 +223,19 @@ def bench_mlflow() -> str:
         f"(`benchmarks/mlflow_sweep_log.py`, `benchmarks/results/mlflow_sweep_log.md`, load {load}).")
 
 
+
+@block("bench.mlflow_ui")
+def bench_mlflow_ui() -> str:
+    r = bench("mlflow_ui.json")
+    (ours, o), (theirs, t) = r["cases"].items()
+    median = statistics.median
+    return para(
+        f"`fco-ray ui` starts the MLflow UI with one web worker and without MLflow's job runner; it answered "
+        f"after {min(o):.1f} s (median {median(o):.1f}) against {min(t):.1f} s (median {median(t):.1f}) for "
+        f"`mlflow ui` with MLflow {r['mlflow']}'s defaults (four web workers, seven job consumers, each "
+        f"importing MLflow): {median(t) / median(o):.1f}x sooner by the medians, {r['repeats']} starts each, "
+        f"interleaved, on {r['cpus']} x {r['cpu']} at a load average of {r['load_before'][0]:g}-{r['load_after'][0]:g} "
+        f"({r['date']}, commit {r['commit']}; `benchmarks/mlflow_ui.py`, `benchmarks/results/mlflow_ui.md`).")
 
 
 TASK_SIZES = {"e1": "64 clients x 128 samples (10 per round)",
