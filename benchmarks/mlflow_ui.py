@@ -28,7 +28,7 @@ from pathlib import Path
 
 from benchmarks.machine import cpu_model
 from fco_ray.cli import ui_server
-from fco_ray.runtime.files import write_file
+from fco_ray.runtime.files import open_in_place, write_file
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -63,9 +63,12 @@ def answers(url: str) -> bool:
 
 def time_start(command: list[str], env: dict, port: int, log: Path) -> float:
     start = time.perf_counter()
-    with open(log, "a") as out:
+    out = open_in_place(log, os.O_WRONLY | os.O_APPEND)  # the server's output, never through a link
+    try:
         server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT,
                                   start_new_session=True)
+    finally:
+        os.close(out)
     try:
         while not answers(f"http://127.0.0.1:{port}/"):
             if server.poll() is not None:

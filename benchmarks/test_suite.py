@@ -8,9 +8,9 @@ with pytest, timed, with the machine's load average before and after.
 `install` times the README's set-up step alone (a new virtual environment in a temporary
 folder, `pip install -q -e '.[test]'`: what a fresh clone pays before its first test).
 `--cold` empties the caches first (JAX's persistent cache of the tests, numba's cached
-kernels, and the tests' migrated MLflow template store) before each run, as on a fresh clone, and keeps the run as
-`fast-cold` / `full-cold` beside the warm one; without it the record says whether the caches
-were warm (held entries) when the run started.
+kernels, and the migrated MLflow store new stores are copied from) before each run, as on a
+fresh clone, and keeps the run as `fast-cold` / `full-cold` beside the warm one; without it the
+record says whether the caches were warm (held entries) when the run started.
 
 Writes the record (`test_suite.json`: per run the command, wall seconds, passed / failed /
 skipped, the load averages, the slowest tests; a run of one kind replaces the record's
@@ -36,6 +36,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from benchmarks.device_metrics import cpu_model
 from fco_ray.runtime.files import write_file
+from fco_ray.tracking.template import template_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -43,8 +44,8 @@ FAST = ["-m", "not slow and not ray"]
 RUNS = {"fast": FAST, "full": [], "install": None}
 #: the compilation caches a fresh clone starts without (tests/conftest.py; fco_ray/ops/kernels.py)
 JAX_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fco-ray-tests" / "jax"
-#: the migrated MLflow store the tests copy new stores from (tests/conftest.py), kept beside it
-MLFLOW_TEMPLATE = JAX_CACHE.parent / "mlflow"
+#: the migrated MLflow store new stores are copied from (fco_ray/tracking/template.py)
+MLFLOW_TEMPLATE = template_dir()
 NUMBA_CACHES = ("*.nbi", "*.nbc")
 MARK = "<!-- benchmarks/test_suite.py -->"
 END = "<!-- /benchmarks/test_suite.py -->"

@@ -1,11 +1,8 @@
 """Fixtures shared by the test folders: unit/ (functions and operators), engine/ (rounds run
 in this process), ray/ (Ray clusters, jobs, faults), e2e/ (the CLI, the API, sweeps, reports,
 the README and docs/)."""
-import hashlib
 import os
-import sqlite3
 import sys
-from contextlib import closing
 from pathlib import Path
 
 # Bytecode caches are written (to the git-ignored __pycache__ folders) even where the
@@ -222,23 +219,12 @@ def store(request, tmp_path_factory):
     return {"uri": uri, "client": client, "pid": pid, "runs": runs, "root": root}
 
 
-def _mlflow_template_path() -> Path:
-    """Where the migrated template store lives: beside the JAX cache, one file per MLflow
-    release and set of schema migrations (a new MLflow, or a new migration, makes a new one),
-    so only the first session after a change pays the migrations."""
-    import mlflow
-    import sqlalchemy
-
-    versions = Path(mlflow.__file__).parent / "store" / "db_migrations" / "versions"
-    names = sorted(p.name for p in versions.glob("*.py")) if versions.is_dir() else []
-    key = hashlib.sha256(repr((mlflow.__version__, sqlalchemy.__version__, names)).encode()).hexdigest()[:16]
-    return Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).parent / "mlflow" / f"template-{key}.db"
-
-
 def _patch_new_mlflow_stores(state: dict) -> None:
-    """New SQLite stores opened in this process get a copy of the template's tables."""
-    import sqlalchemy
+    """New SQLite stores that MLflow opens in this process start from fco-ray's template
+    (`fco_ray.tracking.template`), also those a test opens with MLflow's own client."""
     import mlflow.store.db.utils as utils
+
+    from fco_ray.tracking.template import keep_as_template, start_from_template
 
     original = utils._initialize_tables
 
@@ -246,21 +232,9 @@ def _patch_new_mlflow_stores(state: dict) -> None:
         path = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
         if not path or path == ":memory:":
             return original(engine)
-        template = state.get("template")
-        if template is None:
-            template = state["template"] = _mlflow_template_path()
-        if not template.exists():  # made beside it, then moved in whole: the other worker may race
-            template.parent.mkdir(parents=True, exist_ok=True)
-            made_path = template.with_name(f"{template.stem}.{os.getpid()}.tmp")
-            made_path.unlink(missing_ok=True)
-            made = sqlalchemy.create_engine(f"sqlite:///{made_path}")
-            try:
-                original(made)
-            finally:
-                made.dispose()
-            os.replace(made_path, template)
-        with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(path)) as target:
-            source.backup(target)
+        if not start_from_template(Path(path)):  # no template yet: this store becomes it
+            original(engine)
+            keep_as_template(Path(path))
 
     utils._initialize_tables = initialize
     state.update(module=utils, original=original)
@@ -269,14 +243,12 @@ def _patch_new_mlflow_stores(state: dict) -> None:
 @pytest.fixture(autouse=True, scope="session")
 def _mlflow_template():
     """A new MLflow SQLite store runs MLflow's schema migrations: 2-7 s on 2 cores, paid by
-    every test (and every module-scoped fixture) that opens a new store in this process. A new
-    SQLite store here gets a copy of the tables of one migrated store instead (SQLite's backup
-    API: the same schema, at the same revision, that MLflow then verifies as usual), kept
-    between sessions (`_mlflow_template_path`). Patched at the session's start when the
-    collected test files already imported MLflow (the fast subset does: then the module-scoped
-    stores are copies too), else once a test has imported MLflow's store code. Stores opened
-    by subprocesses (the CLI run as a command, tests/e2e/test_store_setup.py's two processes)
-    still migrate themselves."""
+    every test (and every module-scoped fixture) that opens a new store. fco-ray's own stores
+    start from a copy of one migrated store (`fco_ray.tracking.template`, in the user's cache:
+    every process, the commands tests start included); here so do those a test opens with
+    MLflow's client directly. Patched at the session's start when the collected test files
+    already imported MLflow (the fast subset does: then the module-scoped stores are copies
+    too), else once a test has imported MLflow's store code."""
     state: dict = {}
     if "mlflow" in sys.modules:
         _patch_new_mlflow_stores(state)

@@ -17,6 +17,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
 from ..runtime.errors import ConfigError
+from .template import is_new, keep_as_template, start_from_template
 
 ROLE, SWEEP, TRIAL_ID, ALGORITHM, STATUS = "fco.role", "fco.sweep", "fco.trial_id", "fco.algorithm", "fco.status"
 
@@ -258,9 +259,15 @@ class Store:
 
     def __init__(self, uri: str | None = None):
         self.uri = uri or default_uri()
+        db = Path(self.uri[len("sqlite:///"):]) if self.uri.startswith("sqlite:///") else None
         with _setup_lock(self.uri):
+            # a new SQLite store starts as a copy of one MLflow set up before (4 s of migrations
+            # saved: fco_ray.tracking.template); the first becomes that template
+            new = db is not None and not start_from_template(db) and is_new(db)
             self.client = MlflowClient(tracking_uri=self.uri)  # creates the tables if new
-            if self.uri.startswith("sqlite:///") and write_ahead_log(Path(self.uri[len("sqlite:///"):])):
+            if new and not is_new(db):
+                keep_as_template(db)
+            if db is not None and write_ahead_log(db):
                 _sync_mlflow_at_checkpoints(self.client)
 
     def experiment_id(self, name: str, create: bool = True) -> str | None:

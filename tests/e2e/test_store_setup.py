@@ -1,6 +1,6 @@
-"""Two processes setting up the same new MLflow SQLite store at once (two first sweeps):
-both succeed (README "Reliability"). Without the setup lock one of them died with alembic's
-"duplicate column name: step" in 3 of 3 tries."""
+"""Two processes setting up the same new MLflow SQLite store at once (two first sweeps, no
+template store yet): both succeed (README "Reliability"). Without the setup lock one of them
+died with alembic's "duplicate column name: step" in 3 of 3 tries."""
 import os
 import subprocess
 import sys
@@ -30,10 +30,12 @@ store.experiment_id("exp-" + me)
 
 @pytest.mark.slow  # 4 processes importing MLflow and migrating a store: 30-80 s on 2 cores
 def test_two_processes_set_up_a_new_store_at_once(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     for attempt in range(2):
         db = tmp_path / f"try{attempt}" / "mlflow.db"
         db.parent.mkdir()
+        # an empty cache each time: no template store to copy (fco_ray/tracking/template.py),
+        # so both processes find a new store to set up with MLflow's migrations
+        env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(db.parent / "cache")}
         procs = [subprocess.Popen([sys.executable, "-c", OPEN, str(db), str(i)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
                  for i in range(2)]
