@@ -30,6 +30,7 @@ LOCAL = {
     "mlflow_ui.py": [],  # the MLflow UI of `fco-ray ui` beside mlflow ui with its defaults
     "run.py": ["--only", "local,scaling"],
     "test_suite.py": [],  # one small test file as each run
+    "suite_profile.py": [],  # JAX's compilation per test file, on one small test file
 }
 #: those that start a Ray cluster
 RAY = {
@@ -40,8 +41,9 @@ RAY = {
     "run.py": ["--only", "ray,sweep"],
 }
 #: modules, not scripts: Flower's side of peer_flower.py (imported by Flower's simulation in
-#: benchmarks/.venv-flower) and the machine description the records share
-NOT_A_SCRIPT = {"flower_task.py", "machine.py"}
+#: benchmarks/.venv-flower), the machine description the records share, and the pytest plugin
+#: of suite_profile.py
+NOT_A_SCRIPT = {"flower_task.py", "machine.py", "jit_events.py"}
 #: smoke runs that a test elsewhere makes, with more checks (on JAX's CPU platform)
 ELSEWHERE = {"gpu.py": "tests/engine/test_device.py::test_gpu_benchmark_quick_mode_runs"}
 #: experiments that write the results pages' records, in results/ (their smoke runs here too)
