@@ -27,6 +27,7 @@ LOCAL = {
     "fused.py": [],
     "mlflow_sqlite.py": [],
     "mlflow_sweep_log.py": [],
+    "mlflow_new_store.py": [],  # a new store copied from the template beside MLflow's migrations
     "mlflow_ui.py": [],  # the MLflow UI of `fco-ray ui` beside mlflow ui with its defaults
     "run.py": ["--only", "local,scaling"],
     "test_suite.py": [],  # one small test file as each run

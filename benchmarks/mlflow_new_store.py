@@ -1,0 +1,95 @@
+"""How long a new SQLite store takes to open in a fresh process: a copy of the template store
+(`fco_ray.tracking.template`) beside MLflow's own setup (its schema migrations), interleaved.
+
+    .venv/bin/python benchmarks/mlflow_new_store.py [--repeats 5] [--out benchmarks/results/mlflow_new_store.md]
+    .venv/bin/python benchmarks/mlflow_new_store.py --quick   # one repeat, record in a temporary directory
+
+Each start is a new Python process that imports `fco_ray.tracking.store` and opens
+`Store("sqlite:///<new file>")`; the time of that call is what the process reports. "from the
+template": its cache directory (XDG_CACHE_HOME) holds the template; "MLflow's setup": an empty
+cache directory of its own, so MLflow migrates the store (and the store becomes that
+directory's template, unused). The record (`mlflow_new_store.json`) holds every time and the
+load average before and after; the page (`mlflow_new_store.md`) the minimum and median.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.machine import cpu_model
+from fco_ray.runtime.files import write_file
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+OPEN = """
+import sys, time
+from fco_ray.tracking.store import Store
+start = time.perf_counter()
+Store(f"sqlite:///{sys.argv[1]}")
+print(time.perf_counter() - start)
+"""
+CASES = ("from the template", "MLflow's setup (migrations)")
+
+
+def open_new(db: Path, cache: Path) -> float:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    done = subprocess.run([sys.executable, "-c", OPEN, str(db)], env=env, capture_output=True, text=True,
+                          cwd=db.parent)
+    if done.returncode != 0:
+        raise SystemExit(f"opening {db}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    return float(done.stdout.split()[-1])
+
+
+def page(r: dict) -> str:
+    lines = [f"# A new MLflow store, {r['date']}", "",
+             f"Written by `{r['command']}` (commit {r['commit']}, {r['cpus']} x {r['cpu']}, {r['repeats']} "
+             f"new stores per case, interleaved, each in a fresh process; load average {r['load_before']} "
+             f"before, {r['load_after']} after; MLflow {r['mlflow']}). Seconds of `Store(uri)` on a new "
+             "SQLite file.", "", "| new store | min s | median s |", "|---|---|---|"]
+    for name, times in r["cases"].items():
+        lines.append(f"| {name} | {min(times):.2f} | {statistics.median(times):.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", default=None, help="default benchmarks/results/mlflow_new_store.md")
+    ap.add_argument("--quick", action="store_true", help="one repeat; the record in a temporary "
+                    "directory unless --out names one")
+    args = ap.parse_args()
+    import mlflow
+
+    repeats = 1 if args.quick else args.repeats
+    results = Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else RESULTS
+    out = Path(args.out) if args.out else results / "mlflow_new_store.md"
+    work = Path(tempfile.mkdtemp(prefix="fco-new-store-"))
+    shared = work / "cache"
+    open_new(work / "seed.db", shared)  # makes the template of `shared` (not timed)
+    times: dict[str, list[float]] = {name: [] for name in CASES}
+    before = [round(x, 2) for x in os.getloadavg()]
+    for i in range(repeats):
+        times[CASES[0]].append(round(open_new(work / f"copy{i}.db", shared), 3))
+        times[CASES[1]].append(round(open_new(work / f"migrated{i}.db", work / f"empty{i}"), 3))
+        print({k: v[-1] for k, v in times.items()}, flush=True)
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    record = {"date": _dt.datetime.now().isoformat(timespec="minutes"), "commit": commit,
+              "command": "python benchmarks/mlflow_new_store.py" + (" --quick" if args.quick else f" --repeats {repeats}"),
+              "cpus": os.cpu_count(), "cpu": cpu_model(), "mlflow": mlflow.__version__, "repeats": repeats,
+              "load_before": before, "load_after": [round(x, 2) for x in os.getloadavg()], "cases": times}
+    write_file(out.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
+    write_file(out, page(record))
+    print(page(record))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
