@@ -224,6 +224,20 @@ def bench_mlflow() -> str:
 
 
 
+@block("bench.mlflow_new_store")
+def bench_mlflow_new_store() -> str:
+    r = bench("mlflow_new_store.json")
+    (copy, c), (setup, m) = r["cases"].items()
+    median = statistics.median
+    return para(
+        f"A new SQLite store starts as a copy of one MLflow set up before (`fco_ray/tracking/template.py`): "
+        f"opening it took {min(c):.2f} s (median {median(c):.2f}) in a fresh process, against {min(m):.2f} s "
+        f"(median {median(m):.2f}) when MLflow runs its schema migrations; {r['repeats']} new stores each, "
+        f"interleaved, on {r['cpus']} x {r['cpu']} at a load average of {r['load_before'][0]:g}-"
+        f"{r['load_after'][0]:g} ({r['date']}, commit {r['commit']}; `benchmarks/mlflow_new_store.py`, "
+        "`benchmarks/results/mlflow_new_store.md`).")
+
+
 @block("bench.mlflow_ui")
 def bench_mlflow_ui() -> str:
     r = bench("mlflow_ui.json")
