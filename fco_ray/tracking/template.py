@@ -14,6 +14,7 @@ import os
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from urllib.parse import quote
 
 
 def template_dir() -> Path:
@@ -33,19 +34,33 @@ def template_path() -> Path:
     return template_dir() / f"template-{key}.db"
 
 
+def _read_only(db: Path) -> str:
+    """An SQLite URI opening `db` read-only (the path quoted: `?`, `#` and `%` are URI syntax)."""
+    return f"file:{quote(str(db), safe='/')}?mode=ro"
+
+
 def is_new(db: Path) -> bool:
     """Whether `db` holds no table yet (absent, empty, or created empty by a check)."""
     if not db.is_file() or db.stat().st_size == 0:
         return True
     try:
-        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
+        with closing(sqlite3.connect(_read_only(db), uri=True)) as connection:
             return connection.execute("select count(*) from sqlite_master").fetchone()[0] == 0
     except sqlite3.Error:
         return False  # not ours to judge: MLflow says what is wrong with it
 
 
+def _database(path: Path) -> bool:
+    """Whether `path` opens as an SQLite database with tables."""
+    try:
+        with closing(sqlite3.connect(_read_only(path), uri=True)) as connection:
+            return connection.execute("select count(*) from sqlite_master").fetchone()[0] > 0
+    except sqlite3.Error:
+        return False
+
+
 def copy_database(source: Path, target: Path) -> None:
-    with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src, \
+    with closing(sqlite3.connect(_read_only(source), uri=True)) as src, \
             closing(sqlite3.connect(target)) as dst:
         src.backup(dst)
 
@@ -55,7 +70,10 @@ def start_from_template(db: Path) -> bool:
     Call it where no other process sets `db` up (`fco_ray.tracking.store`'s setup lock)."""
     if not is_new(db):
         return False
-    template = template_path()
+    try:
+        template = template_path()
+    except RuntimeError:  # no home directory
+        return False
     if not template.is_file():
         return False
     try:
@@ -63,13 +81,23 @@ def start_from_template(db: Path) -> bool:
         copy_database(template, db)
         return True
     except (OSError, sqlite3.Error):
-        return False  # MLflow sets it up itself
+        try:
+            if db.is_file():
+                os.truncate(db, 0)  # nothing half copied: MLflow sets the store up itself
+            if not _database(template):
+                template.unlink()  # broken: the store MLflow sets up now becomes the template
+        except OSError:
+            pass
+        return False
 
 
 def keep_as_template(db: Path) -> None:
     """Keep `db`, a store MLflow has just set up, as the template if there is none yet. Made
     beside it and moved in whole: another process may be making it too."""
-    template = template_path()
+    try:
+        template = template_path()
+    except RuntimeError:  # no home directory
+        return
     if template.exists():
         return
     temp = template.with_name(f"{template.stem}.{os.getpid()}.tmp")

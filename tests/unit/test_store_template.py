@@ -63,3 +63,20 @@ def test_without_a_writable_cache_mlflow_sets_the_store_up(tmp_path, monkeypatch
     assert store.experiment_id("x") is not None
     assert experiments(tmp_path / "mlflow.db") == ["Default", "x"]
     assert not template.template_path().exists()
+
+
+def test_a_folder_named_with_uri_characters(tmp_path, cache):
+    db = tmp_path / "a?b#c%20d" / "mlflow.db"  # `?`, `#` and `%` mean something in an SQLite URI
+    assert template.is_new(db) and template.start_from_template(db)
+    assert not template.is_new(db) and template._database(db)
+    assert not (tmp_path / "a").exists()  # nothing written where the unquoted URI points
+
+
+@pytest.mark.slow  # one store set up by MLflow's migrations (2-7 s)
+def test_a_broken_template_leaves_the_setup_to_mlflow(tmp_path, cache):
+    cache.write_bytes(b"not a database" * 100)
+    db = tmp_path / "mlflow.db"
+    store = Store(f"sqlite:///{db}")
+    assert store.experiment_id("x") is not None
+    assert experiments(db) == ["Default", "x"]
+    assert template._database(cache)  # the broken template was replaced by this store's setup
