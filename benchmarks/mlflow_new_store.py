@@ -14,20 +14,14 @@ load average before and after; the page (`mlflow_new_store.md`) the minimum and 
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.machine import cpu_model
-from fco_ray.runtime.files import write_file
+from benchmarks.record import header, load, min_median_table, out_path, write
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 OPEN = """
 import sys, time
 from fco_ray.tracking.store import Store
@@ -52,9 +46,7 @@ def page(r: dict) -> str:
              f"Written by `{r['command']}` (commit {r['commit']}, {r['cpus']} x {r['cpu']}, {r['repeats']} "
              f"new stores per case, interleaved, each in a fresh process; load average {r['load_before']} "
              f"before, {r['load_after']} after; MLflow {r['mlflow']}). Seconds of `Store(uri)` on a new "
-             "SQLite file.", "", "| new store | min s | median s |", "|---|---|---|"]
-    for name, times in r["cases"].items():
-        lines.append(f"| {name} | {min(times):.2f} | {statistics.median(times):.2f} |")
+             "SQLite file.", "", *min_median_table(r["cases"], "new store", 2)]
     return "\n".join(lines) + "\n"
 
 
@@ -68,26 +60,20 @@ def main() -> int:
     import mlflow
 
     repeats = 1 if args.quick else args.repeats
-    results = Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else RESULTS
-    out = Path(args.out) if args.out else results / "mlflow_new_store.md"
+    out = out_path(args.out, args.quick, "mlflow_new_store")
     work = Path(tempfile.mkdtemp(prefix="fco-new-store-"))
     shared = work / "cache"
     open_new(work / "seed.db", shared)  # makes the template of `shared` (not timed)
     times: dict[str, list[float]] = {name: [] for name in CASES}
-    before = [round(x, 2) for x in os.getloadavg()]
+    before = load()
     for i in range(repeats):
         times[CASES[0]].append(round(open_new(work / f"copy{i}.db", shared), 3))
         times[CASES[1]].append(round(open_new(work / f"migrated{i}.db", work / f"empty{i}"), 3))
         print({k: v[-1] for k, v in times.items()}, flush=True)
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    record = {"date": _dt.datetime.now().isoformat(timespec="minutes"), "commit": commit,
-              "command": "python benchmarks/mlflow_new_store.py" + (" --quick" if args.quick else f" --repeats {repeats}"),
-              "cpus": os.cpu_count(), "cpu": cpu_model(), "mlflow": mlflow.__version__, "repeats": repeats,
-              "load_before": before, "load_after": [round(x, 2) for x in os.getloadavg()], "cases": times}
-    write_file(out.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
-    write_file(out, page(record))
-    print(page(record))
+    record = {**header("python benchmarks/mlflow_new_store.py" + (" --quick" if args.quick else f" --repeats {repeats}")),
+              "mlflow": mlflow.__version__, "repeats": repeats, "load_before": before, "load_after": load(),
+              "cases": times}
+    write(out, record, page(record))
     return 0
 
 

@@ -13,12 +13,9 @@ and after, the CPU and the commit; the page (`mlflow_ui.md`) their minimum and m
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import json
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,12 +23,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchmarks.machine import cpu_model
+from benchmarks.record import header, load, min_median_table, out_path, write
 from fco_ray.cli import ui_server
-from fco_ray.runtime.files import open_in_place, write_file
+from fco_ray.runtime.files import open_in_place
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 TIMEOUT_S = 300
 
 
@@ -114,9 +109,7 @@ def page(record: dict) -> str:
              f"{record['cpu']}, {record['repeats']} starts per case, interleaved; load average "
              f"{record['load_before']} before, {record['load_after']} after; MLflow {record['mlflow']}). "
              "Seconds from the command until `GET /` answers, on one migrated SQLite store.", "",
-             "| server | min s | median s |", "|---|---|---|"]
-    for name, walls in record["cases"].items():
-        lines.append(f"| {name} | {min(walls):.1f} | {statistics.median(walls):.1f} |")
+             *min_median_table(record["cases"], "server", 1)]
     return "\n".join(lines) + "\n"
 
 
@@ -131,8 +124,7 @@ def main() -> int:
     from mlflow.tracking import MlflowClient
 
     repeats = 1 if args.quick else args.repeats
-    results = Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else RESULTS
-    out = Path(args.out) if args.out else results / "mlflow_ui.md"
+    out = out_path(args.out, args.quick, "mlflow_ui")
     work = Path(tempfile.mkdtemp(prefix="fco-ui-"))
     uri = f"sqlite:///{work / 'mlflow.db'}"
     MlflowClient(uri).search_experiments()  # the schema's migrations, before any timing
@@ -140,22 +132,17 @@ def main() -> int:
     if args.quick:
         chosen = dict(list(chosen.items())[:1])
     walls: dict[str, list[float]] = {name: [] for name in chosen}
-    before = [round(x, 2) for x in os.getloadavg()]
+    before = load()
     for _ in range(repeats):
         for name, make in chosen.items():
             port = free_port()
             command, env = make(port)
             walls[name].append(round(time_start(command, env, port, work / "server.log"), 2))
             print(f"{name}: {walls[name][-1]:.1f} s", flush=True)
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    record = {"date": _dt.datetime.now().isoformat(timespec="minutes"), "commit": commit,
-              "command": "python benchmarks/mlflow_ui.py" + (" --quick" if args.quick else f" --repeats {repeats}"),
-              "cpus": os.cpu_count(), "cpu": cpu_model(), "mlflow": mlflow.__version__, "repeats": repeats,
-              "load_before": before, "load_after": [round(x, 2) for x in os.getloadavg()], "cases": walls}
-    write_file(out.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
-    write_file(out, page(record))
-    print(page(record))
+    record = {**header("python benchmarks/mlflow_ui.py" + (" --quick" if args.quick else f" --repeats {repeats}")),
+              "mlflow": mlflow.__version__, "repeats": repeats, "load_before": before, "load_after": load(),
+              "cases": walls}
+    write(out, record, page(record))
     return 0
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime as _dt
 import json
 import os
 import subprocess
@@ -24,11 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.machine import cpu_model
-from fco_ray.runtime.files import write_file
+from benchmarks.record import ROOT, header, load, out_path, write
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 FAST = ["-m", "not slow and not ray"]
 QUICK = ["tests/unit/test_linear_problems.py"]
 #: the phases that are compilation work in this process (the saved time is what a cold cache adds)
@@ -37,10 +33,6 @@ NAMES = {"jaxpr_trace_duration": "tracing", "jaxpr_to_mlir_module_duration": "lo
          "backend_compile_duration": "compiling or reading the cache",
          "cache_retrieval_time_sec": "of which reading the cache",
          "compile_time_saved_sec": "saved by the cache (a cold cache adds it)"}
-
-
-def load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def profile(selection: list[str], work: Path) -> dict:
@@ -111,19 +103,12 @@ def main() -> int:
                     "record in a temporary directory unless --out names one")
     args = ap.parse_args()
     selection = [*QUICK, "-n", "0"] if args.quick else FAST
-    results = Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else RESULTS
-    out = Path(args.out) if args.out else results / "suite_profile.md"
+    out = out_path(args.out, args.quick, "suite_profile")
     with tempfile.TemporaryDirectory() as work:
         measured = profile(selection, Path(work))
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    record = {"date": _dt.datetime.now().isoformat(timespec="minutes"), "commit": commit,
-              "command": "python benchmarks/suite_profile.py" + (" --quick" if args.quick else ""),
-              "cpus": os.cpu_count(), "cpu": cpu_model(), "profile": measured,
-              "collection_s": collection(selection)}
-    write_file(out.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
-    write_file(out, page(record))
-    print(page(record))
+    record = {**header("python benchmarks/suite_profile.py" + (" --quick" if args.quick else "")),
+              "profile": measured, "collection_s": collection(selection)}
+    write(out, record, page(record))
     return 0
 
 

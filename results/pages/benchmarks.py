@@ -224,32 +224,37 @@ def bench_mlflow() -> str:
 
 
 
+def min_median(times: list[float], digits: int) -> str:
+    return f"{min(times):.{digits}f} s (median {statistics.median(times):.{digits}f})"
+
+
+def interleaved(r: dict, what: str, script: str) -> str:
+    """How a record of `benchmarks/record.py` was measured, with where it is."""
+    return (f"{r['repeats']} {what} each, interleaved, on {r['cpus']} x {r['cpu']} at a load average of "
+            f"{r['load_before'][0]:g}-{r['load_after'][0]:g} ({r['date']}, commit {r['commit']}; "
+            f"`benchmarks/{script}.py`, `benchmarks/results/{script}.md`)")
+
+
 @block("bench.mlflow_new_store")
 def bench_mlflow_new_store() -> str:
     r = bench("mlflow_new_store.json")
-    (copy, c), (setup, m) = r["cases"].items()
-    median = statistics.median
+    copied, migrated = r["cases"].values()
     return para(
         f"A new SQLite store starts as a copy of one MLflow set up before (`fco_ray/tracking/template.py`): "
-        f"opening it took {min(c):.2f} s (median {median(c):.2f}) in a fresh process, against {min(m):.2f} s "
-        f"(median {median(m):.2f}) when MLflow runs its schema migrations; {r['repeats']} new stores each, "
-        f"interleaved, on {r['cpus']} x {r['cpu']} at a load average of {r['load_before'][0]:g}-"
-        f"{r['load_after'][0]:g} ({r['date']}, commit {r['commit']}; `benchmarks/mlflow_new_store.py`, "
-        "`benchmarks/results/mlflow_new_store.md`).")
+        f"opening it took {min_median(copied, 2)} in a fresh process, against {min_median(migrated, 2)} when "
+        f"MLflow runs its schema migrations; {interleaved(r, 'new stores', 'mlflow_new_store')}.")
 
 
 @block("bench.mlflow_ui")
 def bench_mlflow_ui() -> str:
     r = bench("mlflow_ui.json")
-    (ours, o), (theirs, t) = r["cases"].items()
-    median = statistics.median
+    ours, theirs = r["cases"].values()
     return para(
         f"`fco-ray ui` starts the MLflow UI with one web worker and without MLflow's job runner; it answered "
-        f"after {min(o):.1f} s (median {median(o):.1f}) against {min(t):.1f} s (median {median(t):.1f}) for "
-        f"`mlflow ui` with MLflow {r['mlflow']}'s defaults (four web workers, seven job consumers, each "
-        f"importing MLflow): {median(t) / median(o):.1f}x sooner by the medians, {r['repeats']} starts each, "
-        f"interleaved, on {r['cpus']} x {r['cpu']} at a load average of {r['load_before'][0]:g}-{r['load_after'][0]:g} "
-        f"({r['date']}, commit {r['commit']}; `benchmarks/mlflow_ui.py`, `benchmarks/results/mlflow_ui.md`).")
+        f"after {min_median(ours, 1)} against {min_median(theirs, 1)} for `mlflow ui` with MLflow "
+        f"{r['mlflow']}'s defaults (four web workers, seven job consumers, each importing MLflow): "
+        f"{statistics.median(theirs) / statistics.median(ours):.1f}x sooner by the medians, "
+        f"{interleaved(r, 'starts', 'mlflow_ui')}.")
 
 
 TASK_SIZES = {"e1": "64 clients x 128 samples (10 per round)",

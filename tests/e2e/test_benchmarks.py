@@ -42,9 +42,9 @@ RAY = {
     "run.py": ["--only", "ray,sweep"],
 }
 #: modules, not scripts: Flower's side of peer_flower.py (imported by Flower's simulation in
-#: benchmarks/.venv-flower), the machine description the records share, and the pytest plugin
-#: of suite_profile.py
-NOT_A_SCRIPT = {"flower_task.py", "machine.py", "jit_events.py"}
+#: benchmarks/.venv-flower), the machine description and record helpers the records share,
+#: and the pytest plugin of suite_profile.py
+NOT_A_SCRIPT = {"flower_task.py", "machine.py", "record.py", "jit_events.py"}
 #: smoke runs that a test elsewhere makes, with more checks (on JAX's CPU platform)
 ELSEWHERE = {"gpu.py": "tests/engine/test_device.py::test_gpu_benchmark_quick_mode_runs"}
 #: experiments that write the results pages' records, in results/ (their smoke runs here too)

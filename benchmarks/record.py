@@ -1,0 +1,48 @@
+"""What the newer benchmark scripts share: a record's header (date, commit, command, CPU), the
+load average, where the record goes, a table of each case's minimum and median, and writing
+the record (`NAME.json`) and its page (`NAME.md`) through `fco_ray.runtime.files`."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+from benchmarks.machine import cpu_model
+from fco_ray.runtime.files import write_file
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def header(command: str) -> dict:
+    """The fields every record starts with; the commit is `git describe --dirty` of the checkout."""
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    return {"date": _dt.datetime.now().isoformat(timespec="minutes"), "commit": commit, "command": command,
+            "cpus": os.cpu_count(), "cpu": cpu_model()}
+
+
+def out_path(out: str | None, quick: bool, name: str) -> Path:
+    """`--out` if given, else `benchmarks/results/NAME.md` (a new temporary folder for `--quick`)."""
+    if out:
+        return Path(out)
+    return (Path(tempfile.mkdtemp(prefix="fco-bench-")) if quick else RESULTS) / f"{name}.md"
+
+
+def min_median_table(cases: dict[str, list[float]], what: str, digits: int) -> list[str]:
+    rows = [f"| {what} | min s | median s |", "|---|---|---|"]
+    return rows + [f"| {name} | {min(v):.{digits}f} | {statistics.median(v):.{digits}f} |" for name, v in cases.items()]
+
+
+def write(out: Path, record: dict, page: str) -> None:
+    write_file(out.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
+    write_file(out, page)
+    print(page)
