@@ -261,7 +261,7 @@ class Store:
         self.uri = uri or default_uri()
         db = Path(self.uri[len("sqlite:///"):]) if self.uri.startswith("sqlite:///") else None
         with _setup_lock(self.uri):
-            # a new SQLite store starts as a copy of one MLflow set up before (4 s of migrations
+            # a new SQLite store starts as a copy of one MLflow set up before (its migrations
             # saved: fco_ray.tracking.template); the first becomes that template
             new = db is not None and not start_from_template(db) and is_new(db)
             self.client = MlflowClient(tracking_uri=self.uri)  # creates the tables if new
