@@ -1,7 +1,8 @@
 """Where results go: MLflow (single runs, and one parent run per sweep with one child run per
 configuration), per-run artifacts, and progress lines in the terminal.
 
-Modules: `store` (the tracking URI, its checks, `Store`), `runs` (one run: `RunLog`, and
+Modules: `store` (the tracking URI, its checks, `Store`), `template` (new SQLite stores as
+copies of one MLflow set up), `runs` (one run: `RunLog`, and
 its artifacts: model.npz, the problem's pictures), `sweeps` (a sweep's log from the Tune
 driver: `SweepLog`), `queries` (reading a sweep back), `summary` (best / mean summaries, run
 names), `links` (MLflow UI pages), `progress` (terminal progress lines).
