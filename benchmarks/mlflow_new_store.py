@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.record import header, load, min_median_table, out_path, write
+from benchmarks.record import header, interleaved_page, load, out_path, write
 
 OPEN = """
 import sys, time
@@ -42,12 +42,8 @@ def open_new(db: Path, cache: Path) -> float:
 
 
 def page(r: dict) -> str:
-    lines = [f"# A new MLflow store, {r['date']}", "",
-             f"Written by `{r['command']}` (commit {r['commit']}, {r['cpus']} x {r['cpu']}, {r['repeats']} "
-             f"new stores per case, interleaved, each in a fresh process; load average {r['load_before']} "
-             f"before, {r['load_after']} after; MLflow {r['mlflow']}). Seconds of `Store(uri)` on a new "
-             "SQLite file.", "", *min_median_table(r["cases"], "new store", 2)]
-    return "\n".join(lines) + "\n"
+    return interleaved_page(r, "A new MLflow store", "new stores (each in a fresh process)",
+                            "Seconds of `Store(uri)` on a new SQLite file.", "new store", 2)
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchmarks.record import header, load, min_median_table, out_path, write
+from benchmarks.record import header, interleaved_page, load, out_path, write
 from fco_ray.cli import ui_server
 from fco_ray.runtime.files import open_in_place
 
@@ -104,13 +104,8 @@ def _group_alive(pgid: int) -> bool:
 
 
 def page(record: dict) -> str:
-    lines = [f"# The MLflow UI's start, {record['date']}", "",
-             f"Written by `{record['command']}` (commit {record['commit']}, {record['cpus']} x "
-             f"{record['cpu']}, {record['repeats']} starts per case, interleaved; load average "
-             f"{record['load_before']} before, {record['load_after']} after; MLflow {record['mlflow']}). "
-             "Seconds from the command until `GET /` answers, on one migrated SQLite store.", "",
-             *min_median_table(record["cases"], "server", 1)]
-    return "\n".join(lines) + "\n"
+    return interleaved_page(record, "The MLflow UI's start", "starts", "Seconds from the command until "
+                            "`GET /` answers, on one migrated SQLite store.", "server", 1)
 
 
 def main() -> int:

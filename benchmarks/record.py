@@ -42,6 +42,16 @@ def min_median_table(cases: dict[str, list[float]], what: str, digits: int) -> l
     return rows + [f"| {name} | {min(v):.{digits}f} | {statistics.median(v):.{digits}f} |" for name, v in cases.items()]
 
 
+def interleaved_page(r: dict, title: str, per_case: str, what: str, column: str, digits: int) -> str:
+    """The page of a record whose cases ran interleaved, `r["repeats"]` times each (with the
+    MLflow version it ran against): a title, how it was measured, and `min_median_table`."""
+    lines = [f"# {title}, {r['date']}", "",
+             f"Written by `{r['command']}` (commit {r['commit']}, {r['cpus']} x {r['cpu']}, {r['repeats']} "
+             f"{per_case} per case, interleaved; load average {r['load_before']} before, {r['load_after']} "
+             f"after; MLflow {r['mlflow']}). {what}", "", *min_median_table(r["cases"], column, digits)]
+    return "\n".join(lines) + "\n"
+
+
 def write(out: Path, record: dict, page: str) -> None:
     write_file(out.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
     write_file(out, page)
