@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 import numpy as np
 
@@ -105,6 +106,17 @@ def check_feasible(psi, params: dict, where: str = "") -> None:
             if not np.all(np.isfinite(value)):
                 raise InfeasibleError(f"{where}: block {name!r} violates {reg!r} "
                                       f"(for {int(np.sum(~np.isfinite(value)))} of {value.size} models)")
+
+
+def recorded_files(*folders: Path) -> dict[str, int]:
+    """The files under `folders` and their modification times, bytecode caches left out.
+
+    Tests that promise "the script wrote no record here" compare two of these. Python's
+    `__pycache__` is not a record: any process importing `results.*` may rewrite it, and the
+    tests write bytecode (tests/conftest.py).
+    """
+    return {str(p): p.stat().st_mtime_ns for d in folders for p in d.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts}
 
 
 def snapshot_saver(folder):

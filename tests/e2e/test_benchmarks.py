@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import recorded_files
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 
@@ -53,8 +55,7 @@ EXPERIMENTS = {"e7_calibration.py": [], "e7_fig2.py": []}
 
 def recorded() -> dict[str, int]:
     """The recorded results' files and their modification times."""
-    return {str(p): p.stat().st_mtime_ns for d in (BENCHMARKS / "results", ROOT / "results")
-            for p in d.rglob("*") if p.is_file()}
+    return recorded_files(BENCHMARKS / "results", ROOT / "results")
 
 
 def smoke(script: str, args: list[str], tmp_path: Path, folder: Path = BENCHMARKS) -> None:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from results.pages import conventions
+from tests.helpers import recorded_files
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,11 +73,11 @@ def test_a_changed_record_changes_the_paragraphs(record):
 
 @pytest.mark.slow
 def test_the_quick_run_writes_a_record_the_page_is_written_from(tmp_path):
-    results = {p: p.stat().st_mtime_ns for p in (ROOT / "results").iterdir()}
+    results = recorded_files(ROOT / "results")
     done = subprocess.run([sys.executable, str(ROOT / "results" / "conventions.py"), "--quick", "--out",
                            str(tmp_path / "rec")], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert {p: p.stat().st_mtime_ns for p in (ROOT / "results").iterdir()} == results
+    assert recorded_files(ROOT / "results") == results
     quick = json.loads((tmp_path / "rec" / "conventions.json").read_text())
     assert quick["quick"] is True and quick["shift"]["config"]["rounds"] < 100
     assert "`python results/conventions.py --quick`" in flat(conventions.results_conventions(quick))
