@@ -146,14 +146,18 @@ def end_process_group(proc: subprocess.Popen, grace: float = 20) -> None:
 
 
 def daily(cases, key=lambda case: case[-1]):
-    """`cases` (tuples of parameters) as pytest params for the daily loop: the first case of
-    each `key` runs in the README's fast subset (`-m "not slow and not ray"`); the others are
-    marked slow and run in the whole suite. One case of each kind after every change, every
-    case before a merge."""
+    """`cases` (tuples of parameters, or `pytest.param`s) as pytest params for the daily loop:
+    the first case of each `key` (of the case's values) runs in the README's fast subset
+    (`-m "not slow and not ray"`); the others are marked slow and run in the whole suite. One
+    case of each kind after every change, every case before a merge."""
     import pytest
 
     seen, params = set(), []
     for case in cases:
-        params.append(pytest.param(*case, marks=pytest.mark.slow) if key(case) in seen else pytest.param(*case))
-        seen.add(key(case))
+        values, id_, marks = ((case.values, case.id, list(case.marks)) if hasattr(case, "values")
+                              else (tuple(case), None, []))
+        if key(values) in seen:
+            marks.append(pytest.mark.slow)
+        params.append(pytest.param(*values, id=id_, marks=marks))
+        seen.add(key(values))
     return params

@@ -96,13 +96,15 @@ class Grid:
     def pairs(self, alg: str) -> pd.DataFrame:
         """Per rate pair: stable (finished on every seed), mean f1 and density, every seed at
         F1 exactly 1, every seed at F1 >= 0.99."""
-        g = self.rows(alg).groupby([CL, SL])
+        t = self.rows(alg)
+        keys = [t[CL], t[SL]]
+        g = t.groupby(keys)
+        every = lambda flags: flags.groupby(keys).all().astype(bool)  # noqa: E731
         return pd.DataFrame({
-            "stable": g["status"].apply(lambda s: bool((s == "finished").all())),
+            "stable": every(t["status"] == "finished"),
             "f1": g["f1"].mean(), "density": g["density"].mean(),
             "val_mse": g["val_mse"].mean() if "val_mse" in self.trials else math.nan,
-            "exact": g["f1"].apply(lambda s: bool((s == 1.0).all())),
-            "near": g["f1"].apply(lambda s: bool((s >= 0.99).all()))})
+            "exact": every(t["f1"] == 1.0), "near": every(t["f1"] >= 0.99)})
 
     def first_rounds(self, alg: str, pair) -> list[float]:
         if self.first is None:

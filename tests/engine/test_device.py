@@ -96,11 +96,10 @@ def test_keyed_draws_inside_a_jitted_loop_with_a_traced_step():
 
 
 # ---- whole runs: device (JAX on CPU) equals the CPU engine -----------------------------
-# the E5 / E1 pairs the paper protocols run on a device every time; the others (the same
-# programs with other flags) in the slow selection
-CORE = {("feddualex", "bilinear_l1"), ("feddualex", "bilinear_nuclear"), ("feddualavg", "lasso"),
-        ("fedmip", "bilinear_l1"), ("fedmid", "lasso"), ("feddualavg", "lowrank"),
-        ("feddualex", "adversarial"), ("pgda", "adversarial")}
+# fused, in the fast subset: every rule and every problem of the E1, E2, E5 and E6 protocols
+# once; their other pairs (the same programs with other flags or data) in the slow selection
+CORE = {("fedmip", "bilinear_l1"), ("feddualex", "bilinear_nuclear"), ("fedmid", "lasso"),
+        ("feddualavg", "lowrank"), ("feddualex", "adversarial")}
 #: ... and alone (a group of one: the fused ones above cover the same programs)
 CORE_ALONE = {("feddualex", "bilinear_l1"), ("feddualavg", "lasso")}
 

@@ -14,6 +14,7 @@ from fco_ray.core.config import parse_run  # noqa: E402
 from fco_ray.core.plan import prepare  # noqa: E402
 from fco_ray.problems.linear import LinearRegression  # noqa: E402
 from fco_ray.rules.metrics import metric_rule  # noqa: E402
+from tests.helpers import daily  # noqa: E402
 
 PROBLEMS = {
     "lasso": {"name": "lasso", "clients": 6, "samples_per_client": [9, 12, 7, 12, 10, 11], "dim": 10,
@@ -75,8 +76,9 @@ def assert_rows_equal(device, host, rtol=1e-9):
                 np.testing.assert_allclose(b, a, rtol=rtol, atol=1e-300, err_msg=k)
 
 
-@pytest.mark.parametrize("problem, algorithm, hp, rates", CASES,
-                         ids=[f"{p}-{a}{'-ergodic' if hp else ''}-G{len(r)}" for p, a, hp, r in CASES])
+@pytest.mark.parametrize("problem, algorithm, hp, rates", daily(  # fast subset: each problem's metrics once
+    [pytest.param(*c, id=f"{c[0]}-{c[1]}{'-ergodic' if c[2] else ''}-G{len(c[3])}") for c in CASES],
+    key=lambda case: case[0]))
 def test_device_metrics_equal_the_host_metrics(problem, algorithm, hp, rates):
     device, host = device_and_host_rows(configs(problem, algorithm, hp, rates))
     assert_rows_equal(device, host)

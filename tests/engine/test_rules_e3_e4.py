@@ -205,7 +205,8 @@ def _cases(rng):
     yield rng.standard_cauchy(size=200)
 
 
-@pytest.mark.parametrize("radius", [1e-3, 0.5, 1.0, 4.0, 1e3])
+@pytest.mark.parametrize("radius", daily([(1.0,), (1e-3,), (0.5,), (4.0,), (1e3,)],  # fast subset: radius 1
+                                         key=lambda case: "radius"))
 def test_ball_projections_equal_the_numpy_projections(radius):
     l1 = jax.jit(lambda x: jpsi.project_l1_ball(x, radius))
     l2 = jax.jit(lambda x: jpsi.project_l2_ball(x, radius))
