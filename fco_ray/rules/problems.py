@@ -78,10 +78,13 @@ def psi_lam(psi) -> float:
 
 class Blockwise(Static):
     """psi block by block (from the problem's own psi); blocks without psi pass through.
-    Rules of equal settings (blocks, lam, batch, the model's shapes...) are equal
-    (`fco_ray.rules.static`): they compile to one program; the data comes as an argument."""
+    Rules of equal settings (blocks, batch, the model's shapes...) are equal
+    (`fco_ray.rules.static`): they compile to one program; the data comes as an argument.
+    psi's weight is not one of them: the traced methods take it as an argument (`lam`, from
+    each member's `hyper`), and `self.lam`, the problem's own, is only the value the host
+    puts there (`Group.rule_hyper`); so the runs of a lam path share their programs."""
 
-    static_skip = ("problem",)
+    static_skip = ("problem", "lam")
 
     def __init__(self, problem, blocks: dict[str, Block]):
         self.problem, self.lam = problem, psi_lam(problem.psi)

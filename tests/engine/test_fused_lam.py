@@ -242,3 +242,20 @@ def test_the_shipped_regularization_path_sweep_runs_as_six_fused_trials():
 def test_adversarial_members_with_their_own_lam():
     check({"name": "adversarial", "clients": 10}, "fedmip", [{"client_lr": 0.1}, {"client_lr": 0.3}],
           lams=[0.01, 0.1], rounds=4, eval_every=2, local_steps=2, batch_size=8, clients_per_round=4)
+
+
+def test_the_runs_of_a_lam_path_share_their_compiled_programs():
+    """psi's weight is an argument of the compiled rule pieces, not a setting: the problem
+    rules of one problem at two lams are equal, so the second run reuses the first's programs
+    (its numbers are its own: `check` above runs each lam alone after the others)."""
+    from fco_ray.rules import host
+    from fco_ray.rules.numpy_problem import problem_rule
+
+    a, b = (build_problem(parse_run({"problem": {**LASSO, "lam": lam}, "algorithm": {"name": "fedmid"}}).problem, 0)
+            for lam in LAMS)
+    rule_a, rule_b = problem_rule(a, 4), problem_rule(b, 4)
+    assert (rule_a.lam, rule_b.lam) == tuple(LAMS)
+    assert rule_a == rule_b and hash(rule_a) == hash(rule_b)
+    algorithm = parse_run({"problem": LASSO, "algorithm": {"name": "fedmid"}}).algorithm
+    rule = ALGORITHMS["fedmid"](algorithm).make_rule()
+    assert host.pieces(rule, rule_a) is host.pieces(rule, rule_b)
