@@ -104,13 +104,6 @@ def test_centralized_l1_logreg_matches_sklearn_breast_cancer():
     np.testing.assert_array_equal(np.abs(ours["w"]) > 1e-8, support)
 
 
-def _final(problem_raw, algorithm, client_lr, server_lr, seed, rounds=200):
-    df = fco_ray.run({"problem": problem_raw, "rounds": rounds, "eval_every": rounds, "seed": seed,
-                      "algorithm": {"name": algorithm, "client_lr": client_lr, "server_lr": server_lr}})
-    assert df.attrs["status"] == "finished"
-    return df.iloc[-1]
-
-
 @pytest.mark.parametrize("seed", daily([(0,), (1,)], key=lambda case: "digits"))  # fast subset: seed 0
 def test_feddualavg_sparser_than_fedmid_on_digits(seed):
     """l1 logistic regression, digits 3 vs 8, 20 label-skewed clients: tune (client_lr,
@@ -118,9 +111,13 @@ def test_feddualavg_sparser_than_fedmid_on_digits(seed):
     much sparser than FedMiD's at a comparable (no worse) loss and accuracy."""
     problem = {"name": "sparse_logreg", "lam": 0.01}
     best = {}
-    for alg in ("fedmid", "feddualavg"):
-        runs = [_final(problem, alg, lr, slr, seed) for lr in (0.03, 0.1, 0.3) for slr in (0.3, 1.0)]
-        best[alg] = min(runs, key=lambda r: r["train_loss"])
+    for alg in ("fedmid", "feddualavg"):  # each grid one fused group (the numbers of its own runs)
+        runs = fco_ray.run_grid({"problem": problem, "rounds": 200, "eval_every": 200, "seed": seed,
+                                 "algorithm": {"name": alg}},
+                                {"algorithm.client_lr": [0.03, 0.1, 0.3], "algorithm.server_lr": [0.3, 1.0]})
+        runs = runs[runs["round"] == 200]
+        assert (runs["status"] == "finished").all() and len(runs) == 6
+        best[alg] = runs.loc[runs["train_loss"].idxmin()]
     dual, mid = best["feddualavg"], best["fedmid"]
     assert dual["density"] <= 0.6 * mid["density"], (dual["density"], mid["density"])
     assert dual["train_loss"] <= mid["train_loss"] * 1.02
