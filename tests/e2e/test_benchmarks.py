@@ -27,6 +27,7 @@ LOCAL = {
     "e7_round.py": [],
     "engine_unit.py": [],
     "fused.py": [],
+    "lam_path.py": [],  # a lam path one value at a time: programs shared beside compiled anew
     "mlflow_sqlite.py": [],
     "mlflow_sweep_log.py": [],
     "mlflow_new_store.py": [],  # a new store copied from the template beside MLflow's migrations
