@@ -16,11 +16,10 @@ minimum and median.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
-from benchmarks.record import header, load, min_median_table, out_path, write
+from benchmarks.record import header, load, min_median_table, options, write
 
 #: a small E1-like lasso (the programs' cost, not the data's, is what differs)
 PROBLEM = {"name": "lasso", "dim": 64, "clients": 16, "samples_per_client": 32, "support": 8, "val_clients": 2}
@@ -59,14 +58,8 @@ def page(r: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", default=None, help="default benchmarks/results/lam_path.md")
-    ap.add_argument("--quick", action="store_true", help="one repeat of two lams; the record in a "
-                    "temporary directory unless --out names one")
-    args = ap.parse_args()
-    repeats, lams = (1, LAMS[:2]) if args.quick else (args.repeats, LAMS)
-    out = out_path(args.out, args.quick, "lam_path")
+    args = options(__doc__, "lam_path", 3, "one repeat of two lams")
+    repeats, lams = args.repeats, (LAMS[:2] if args.quick else LAMS)
     times: dict[str, list[float]] = {name: [] for name in CASES}
     before = load()
     path(lams[:1], anew=False)  # imports and the first compilation, not timed
@@ -74,9 +67,9 @@ def main() -> int:
         for name in CASES:
             times[name] += path(lams, anew=name == CASES[1])
         print({k: v[-1] for k, v in times.items()}, flush=True)
-    record = {**header("python benchmarks/lam_path.py" + (" --quick" if args.quick else f" --repeats {repeats}")),
+    record = {**header(args.command),
               "repeats": repeats, "lams": list(lams), "load_before": before, "load_after": load(), "cases": times}
-    write(out, record, page(record))
+    write(args.out, record, page(record))
     return 0
 
 

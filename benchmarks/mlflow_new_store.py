@@ -13,14 +13,13 @@ load average before and after; the page (`mlflow_new_store.md`) the minimum and 
 """
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.record import header, interleaved_page, load, out_path, write
+from benchmarks.record import header, interleaved_page, load, options, write
 
 OPEN = """
 import sys, time
@@ -47,16 +46,10 @@ def page(r: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default=None, help="default benchmarks/results/mlflow_new_store.md")
-    ap.add_argument("--quick", action="store_true", help="one repeat; the record in a temporary "
-                    "directory unless --out names one")
-    args = ap.parse_args()
+    args = options(__doc__, "mlflow_new_store", 5, "one repeat")
     import mlflow
 
-    repeats = 1 if args.quick else args.repeats
-    out = out_path(args.out, args.quick, "mlflow_new_store")
+    repeats = args.repeats
     work = Path(tempfile.mkdtemp(prefix="fco-new-store-"))
     shared = work / "cache"
     open_new(work / "seed.db", shared)  # makes the template of `shared` (not timed)
@@ -66,10 +59,10 @@ def main() -> int:
         times[CASES[0]].append(round(open_new(work / f"copy{i}.db", shared), 3))
         times[CASES[1]].append(round(open_new(work / f"migrated{i}.db", work / f"empty{i}"), 3))
         print({k: v[-1] for k, v in times.items()}, flush=True)
-    record = {**header("python benchmarks/mlflow_new_store.py" + (" --quick" if args.quick else f" --repeats {repeats}")),
+    record = {**header(args.command),
               "mlflow": mlflow.__version__, "repeats": repeats, "load_before": before, "load_after": load(),
               "cases": times}
-    write(out, record, page(record))
+    write(args.out, record, page(record))
     return 0
 
 

@@ -12,7 +12,6 @@ and after, the CPU and the commit; the page (`mlflow_ui.md`) their minimum and m
 """
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import socket
@@ -23,7 +22,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchmarks.record import header, interleaved_page, load, out_path, write
+from benchmarks.record import header, interleaved_page, load, options, write
 from fco_ray.cli import ui_server
 from fco_ray.runtime.files import open_in_place
 
@@ -109,17 +108,11 @@ def page(record: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default=None, help="default benchmarks/results/mlflow_ui.md")
-    ap.add_argument("--quick", action="store_true", help="one start of fco-ray's server; the "
-                    "record in a temporary directory unless --out names one")
-    args = ap.parse_args()
+    args = options(__doc__, "mlflow_ui", 5, "one start of fco-ray's server")
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    repeats = 1 if args.quick else args.repeats
-    out = out_path(args.out, args.quick, "mlflow_ui")
+    repeats = args.repeats
     work = Path(tempfile.mkdtemp(prefix="fco-ui-"))
     uri = f"sqlite:///{work / 'mlflow.db'}"
     MlflowClient(uri).search_experiments()  # the schema's migrations, before any timing
@@ -134,10 +127,10 @@ def main() -> int:
             command, env = make(port)
             walls[name].append(round(time_start(command, env, port, work / "server.log"), 2))
             print(f"{name}: {walls[name][-1]:.1f} s", flush=True)
-    record = {**header("python benchmarks/mlflow_ui.py" + (" --quick" if args.quick else f" --repeats {repeats}")),
+    record = {**header(args.command),
               "mlflow": mlflow.__version__, "repeats": repeats, "load_before": before, "load_after": load(),
               "cases": walls}
-    write(out, record, page(record))
+    write(args.out, record, page(record))
     return 0
 
 
