@@ -34,6 +34,7 @@ LOCAL = {
     "mlflow_ui.py": [],  # the MLflow UI of `fco-ray ui` beside mlflow ui with its defaults
     "run.py": ["--only", "local,scaling"],
     "test_suite.py": [],  # one small test file as each run
+    "suite_processes.py": [],  # CPU by kind of process, on one small test file
     "suite_profile.py": [],  # JAX's compilation per test file, on one small test file
 }
 #: those that start a Ray cluster
