@@ -72,6 +72,23 @@ def bench_config_errors() -> str:
         "`benchmarks/results/config_errors.md`).")
 
 
+@block("bench.suite_processes")
+def bench_suite_processes() -> str:
+    """benchmarks/results/suite_processes.json (`benchmarks/suite_processes.py`)."""
+    rec = json.loads(bench_text("suite_processes.json"))
+    m = rec["measured"]
+    share = lambda k: 100 * k["cpu_s"] / m["busy_cpu_s"]  # noqa: E731
+    kinds = "; ".join(f"{k['kind']} {k['cpu_s']:.0f} CPU-s ({share(k):.0f}%, {k['processes']} processes)"
+                      for k in m["kinds"] if share(k) >= 2)
+    return para(
+        f"Where the whole suite's CPU time goes, by kind of process (`python benchmarks/suite_processes.py`: "
+        f"{rec['date']}, commit {rec['commit']}, {rec['cpus']} x {rec['cpu']}, caches warm, load average "
+        f"{m['load_before'][0]:g} at the start). The suite took {m['wall_s']:.0f} s of wall time and kept the "
+        f"machine busy for {m['busy_cpu_s']:.0f} CPU-seconds (idle {m['idle_cpu_s']:.0f}): {kinds}. It started "
+        f"{m['ray_clusters']} Ray clusters. Every kind, with CPU seconds per process: "
+        "`benchmarks/results/suite_processes.md`.")
+
+
 @block("bench.quickstart")
 def bench_quickstart() -> str:
     t, run = quickstart()
