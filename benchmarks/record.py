@@ -38,19 +38,21 @@ def out_path(out: str | None, quick: bool, name: str) -> Path:
     return (Path(tempfile.mkdtemp(prefix="fco-bench-")) if quick else RESULTS) / f"{name}.md"
 
 
-def options(doc: str, name: str, repeats: int, quick: str) -> argparse.Namespace:
-    """The command line of an interleaved benchmark `benchmarks/NAME.py` (`--repeats`, `--out`,
-    `--quick`, which does `quick` with one repeat), parsed: `repeats` (1 with `--quick`), `out`
-    (`out_path`) and `command`, the command that the record names."""
+def options(doc: str, name: str, repeats: int | None, quick: str) -> argparse.Namespace:
+    """The command line of a benchmark `benchmarks/NAME.py` (`--repeats` unless `repeats` is
+    None, `--out`, `--quick`, which does `quick` with one repeat), parsed: `repeats` (1 with
+    `--quick`), `out` (`out_path`) and `command`, the command that the record names."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=repeats)
+    if repeats is not None:
+        ap.add_argument("--repeats", type=int, default=repeats)
     ap.add_argument("--out", default=None, help=f"default benchmarks/results/{name}.md")
     ap.add_argument("--quick", action="store_true", help=f"{quick}; the record in a temporary "
                     "directory unless --out names one")
     args = ap.parse_args()
-    args.repeats = 1 if args.quick else args.repeats
+    args.repeats = 1 if args.quick or repeats is None else args.repeats
     args.out = out_path(args.out, args.quick, name)
-    args.command = f"python benchmarks/{name}.py" + (" --quick" if args.quick else f" --repeats {args.repeats}")
+    args.command = f"python benchmarks/{name}.py" + (" --quick" if args.quick else
+                                                     "" if repeats is None else f" --repeats {args.repeats}")
     return args
 
 

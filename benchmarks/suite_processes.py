@@ -17,7 +17,6 @@ summary line, the load and the CPU; the page (`suite_processes.md`) the same.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.record import ROOT, header, load, out_path, write
+from benchmarks.record import ROOT, header, load, options, write
 
 QUICK = ["tests/unit/test_linear_problems.py", "-n", "0"]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -151,16 +150,10 @@ def page(r: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=None, help="default benchmarks/results/suite_processes.md")
-    ap.add_argument("--quick", action="store_true", help="one small test file in one process; the "
-                    "record in a temporary directory unless --out names one")
-    args = ap.parse_args()
-    out = out_path(args.out, args.quick, "suite_processes")
+    args = options(__doc__, "suite_processes", None, "one small test file in one process")
     measured = measure(QUICK if args.quick else [])
-    record = {**header("python benchmarks/suite_processes.py" + (" --quick" if args.quick else "")),
-              "measured": measured}
-    write(out, record, page(record))
+    record = {**header(args.command), "measured": measured}
+    write(args.out, record, page(record))
     return 0 if measured["exit_code"] == 0 else 1
 
 

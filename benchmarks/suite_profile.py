@@ -13,7 +13,6 @@ page (`suite_profile.md`) the same, with the command, commit, CPU and load.
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -23,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.record import ROOT, header, load, out_path, write
+from benchmarks.record import ROOT, header, load, options, write
 
 FAST = ["-m", "not slow and not ray"]
 QUICK = ["tests/unit/test_linear_problems.py"]
@@ -97,18 +96,12 @@ def page(r: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=None, help="default benchmarks/results/suite_profile.md")
-    ap.add_argument("--quick", action="store_true", help="one small test file in one process; the "
-                    "record in a temporary directory unless --out names one")
-    args = ap.parse_args()
+    args = options(__doc__, "suite_profile", None, "one small test file in one process")
     selection = [*QUICK, "-n", "0"] if args.quick else FAST
-    out = out_path(args.out, args.quick, "suite_profile")
     with tempfile.TemporaryDirectory() as work:
         measured = profile(selection, Path(work))
-    record = {**header("python benchmarks/suite_profile.py" + (" --quick" if args.quick else "")),
-              "profile": measured, "collection_s": collection(selection)}
-    write(out, record, page(record))
+    record = {**header(args.command), "profile": measured, "collection_s": collection(selection)}
+    write(args.out, record, page(record))
     return 0
 
 
