@@ -9,8 +9,7 @@ Each repeat runs the path twice, interleaved, on the CPU engine (`device: cpu`):
 shared" as fco-ray runs it; "compiled anew per lam" with `host`'s shared pieces dropped before
 each lam, so each lam makes new programs and JAX traces and lowers them again: what every lam
 paid when lam was one of the programs' settings (JAX's own caches of compiled executables
-serve both cases alike; on commit 5671c54, before the change, the later runs took 0.21 s
-each on this problem, as this case does). The first lam of each path compiles in both cases
+serve both cases alike). The first lam of each path compiles in both cases
 and is left out. The record (`lam_path.json`) holds every run's seconds; the page the
 minimum and median.
 """

@@ -107,9 +107,9 @@ def measure(selection: list[str]) -> dict:
     sampler, before, (busy0, idle0) = Sampler(), load(), busy()
     sampler.start()
     start = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out:
+    with tempfile.TemporaryFile("w+") as out:  # (the whole suite's output: not held in memory)
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
-        proc.wait()
+        proc.wait()  # (Popen, not run: its pid tells the controller apart from the workers)
         out.seek(0)
         lines = out.read().strip().splitlines()
     wall = time.perf_counter() - start

@@ -83,10 +83,9 @@ class ClusterProcess:
 
 def main(head_cpus: int) -> None:
     """Nodes started as fco-ray starts its own local clusters (`fco_ray.backends.cluster.LEAN`:
-    no autoscaler or log monitor, Ray's minimal API server and agent). Their daemons cost less
-    to start and to keep up: on 2 cores 8-9 instead of 10-11 CPU-seconds to start a cluster,
-    run two tasks and stop it (three pairs), and about 5.7 instead of 8.6 CPU-seconds for each
-    minute it then stays up (one pair); the session's cluster stays up for most of the suite."""
+    no autoscaler or log monitor, Ray's minimal API server and agent): the clusters users get
+    from `fco-ray`, whose daemons also cost less CPU to start and to keep up (the session's
+    cluster stays up for most of the suite)."""
     from ray._private.authentication.authentication_token_setup import ensure_token_if_auth_enabled
     from ray.cluster_utils import Cluster
 

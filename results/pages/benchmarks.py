@@ -82,7 +82,7 @@ def bench_suite_processes() -> str:
                       for k in m["kinds"] if share(k) >= 2)
     return para(
         f"Where the whole suite's CPU time goes, by kind of process (`python benchmarks/suite_processes.py`: "
-        f"{rec['date']}, commit {rec['commit']}, {rec['cpus']} x {rec['cpu']}, caches warm, load average "
+        f"{rec['date']}, commit {rec['commit']}, {rec['cpus']} x {rec['cpu']}, caches as they were, load average "
         f"{m['load_before'][0]:g} at the start). The suite took {m['wall_s']:.0f} s of wall time and kept the "
         f"machine busy for {m['busy_cpu_s']:.0f} CPU-seconds (idle {m['idle_cpu_s']:.0f}): {kinds}. It started "
         f"{m['ray_clusters']} Ray clusters. Every kind, with CPU seconds per process: "
