@@ -6,7 +6,8 @@
 Runs the README's fast subset (`-m "not slow and not ray"`, pytest's two workers as configured)
 with the plugin `benchmarks/jit_events.py`, which adds up `jax.monitoring`'s events per test:
 tracing, lowering to MLIR, the backend's compilation (or the persistent cache's read) and the
-compile time the cache saved (what a fresh clone pays on top). Then times one worker's
+compile time the cache saved, as JAX accounts it (less than an emptied cache costs: run it with
+JAX_COMPILATION_CACHE_DIR set to an empty folder to measure that). Then times one worker's
 collection alone (`--collect-only -n 0`). The record (`suite_profile.json`) holds the totals,
 each test file's wall and compilation seconds and the compiled functions that cost most; the
 page (`suite_profile.md`) the same, with the command, commit, CPU and load.
@@ -31,7 +32,7 @@ WORK = ("jaxpr_trace_duration", "jaxpr_to_mlir_module_duration", "backend_compil
 NAMES = {"jaxpr_trace_duration": "tracing", "jaxpr_to_mlir_module_duration": "lowering",
          "backend_compile_duration": "compiling or reading the cache",
          "cache_retrieval_time_sec": "of which reading the cache",
-         "compile_time_saved_sec": "saved by the cache (a cold cache adds it)"}
+         "compile_time_saved_sec": "compile time the cache saved, as JAX accounts it"}
 
 
 def profile(selection: list[str], work: Path) -> dict:
