@@ -8,12 +8,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
-from ..ops.kernels import CACHE
+from ..ops.kernels import kernel
 
 
-@njit(cache=CACHE)
+@kernel()
 def bag_of_words(length, u_rank, topical, topic_of_doc, cdf, guide, vocab):
     """CSR rows of unit-L2-norm term counts, one row per document (the E7 generator).
 

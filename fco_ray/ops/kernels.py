@@ -17,12 +17,16 @@
 Kernels are compiled on first use and cached next to this file (`cache=True`), so a new
 process (a Ray worker, a test) loads them in milliseconds after the first compilation.
 Where numba finds no writable cache directory (a read-only install and an unwritable HOME),
-the cache goes to a private temporary directory, or is off (see `_disk_cache`).
+the cache goes to a private temporary directory, or is off (see `_disk_cache`). A kernel is
+compiled by one process at a time (`kernel`): processes that start together on an empty cache
+(the test workers, a node's Ray actors) compile it once and load it from the cache after.
 Benchmarks: benchmarks/README.md.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import os
 import shutil
 import stat
@@ -87,6 +91,51 @@ def _disk_cache() -> bool:
 
 CACHE = _disk_cache()
 
+
+@contextlib.contextmanager
+def _compile_lock(name: str):
+    """An exclusive lock (flock) on the file `name` in this user's private directory
+    (`_user_cache_dir`), or no lock where that directory cannot be used."""
+    from ..runtime.errors import ConfigError
+    from ..runtime.files import open_in_place
+
+    try:
+        folder = os.path.join(_user_cache_dir(), "locks")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd = open_in_place(os.path.join(folder, name), os.O_RDWR, 0o600)  # never through a link
+    except (OSError, ConfigError):
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock (so does the process's end)
+
+
+def kernel(**options):
+    """`njit` with numba's disk cache (`CACHE`), compiled by one process at a time: numba
+    compiles a kernel in a process that has not loaded it yet unless its disk cache holds it,
+    so processes that start together on an empty cache would each compile it (seconds each);
+    holding a lock per kernel while numba looks in the cache and compiles, the first compiles
+    and the others then load its result. A kernel that calls another takes that one's lock
+    inside its own, in the order of the calls (no cycle, so no deadlock)."""
+
+    def wrap(fn):
+        dispatcher = njit(cache=CACHE, **options)(fn)
+        if CACHE:
+            compile_here, name = dispatcher.compile, f"{fn.__module__}.{fn.__qualname__}"
+
+            def compile(sig):
+                with _compile_lock(name):
+                    return compile_here(sig)
+
+            dispatcher.compile = compile
+        return dispatcher
+
+    return wrap
+
+
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _C1 = np.uint64(0xBF58476D1CE4E5B9)
 _C2 = np.uint64(0x94D049BB133111EB)
@@ -94,7 +143,7 @@ _S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(
 _TWO_M53 = 1.0 / 2.0**53
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _mix(z):
     """SplitMix64 finalizer (uint64, wrapping)."""
     z = (z ^ (z >> _S30)) * _C1
@@ -102,7 +151,7 @@ def _mix(z):
     return z ^ (z >> _S31)
 
 
-@njit(cache=CACHE)
+@kernel()
 def key_prefix(seed, rnd, step, stream):
     """The hash of a key's scalar parts: h = 0x5EED, then h = mix(h ^ (part + gamma)) for
     part in (seed, round, step, stream) (parts >= 0; uint64 wrapping arithmetic)."""
@@ -113,7 +162,7 @@ def key_prefix(seed, rnd, step, stream):
     return _mix(h ^ (np.uint64(stream) + GOLDEN))
 
 
-@njit(cache=CACHE)
+@kernel()
 def keyed_bits(seed, rnd, step, stream, ids, count):
     """(clients, count) uint64: bits[c, j] = mix(mix(prefix ^ id_c * gamma) + (j + 1) * gamma)
     with prefix = key_prefix(seed, rnd, step, stream)."""
@@ -128,7 +177,7 @@ def keyed_bits(seed, rnd, step, stream, ids, count):
     return out
 
 
-@njit(cache=CACHE)
+@kernel()
 def keyed_integers(seed, rnd, step, stream, ids, highs, count):
     """(clients, count) int64, row c uniform in [0, highs[c]): min(floor(u h_c), h_c - 1) with
     u = ((bits >> 11) + 1/2) / 2^53 the uniform of `keyed_bits` (the same numbers as
@@ -153,7 +202,7 @@ def keyed_integers(seed, rnd, step, stream, ids, highs, count):
 # divergence is still detected.
 
 
-@njit(cache=CACHE)
+@kernel()
 def soft_threshold(x, tau):
     """x - clip(x, -tau, tau) elementwise on a 1-D array (one pass, one new array): the same
     floats as the NumPy form in `prox.soft_threshold`."""
@@ -164,7 +213,7 @@ def soft_threshold(x, tau):
     return out
 
 
-@njit(cache=CACHE)
+@kernel()
 def soft_threshold_rows(x, tau):
     """`soft_threshold` with one threshold per row of a 2-D array (a fused group's stacked
     rows): out[r, i] = x[r, i] - clip(x[r, i], -tau[r], tau[r]), one pass."""
@@ -177,7 +226,7 @@ def soft_threshold_rows(x, tau):
     return out
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _shrink_into(out, x, t):
     """out = x - clip(x, -t, t) on a 1-D row: prox_{t |.|_1}(x), the identity for t = 0."""
     for p in range(x.size):
@@ -185,7 +234,7 @@ def _shrink_into(out, x, t):
         out[p] = v - min(max(v, -t), t)
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _prox_step(w, g, step, t, sub_lam):
     """One composite step on a 1-D row, in place: w = prox_{t |.|_1}(w + step (2 g)), with
     `sub_lam sign(w)` added to the gradient 2 g for subgradient steps (sub_lam != 0); g is
@@ -204,7 +253,7 @@ def _prox_step(w, g, step, t, sub_lam):
             w[p] = step * (2.0 * g[p]) + w[p]
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _row_gradient(x, y, flat, offset, at, bias, batch, resid, g):
     """Half the minibatch gradient of one least-squares model at `at` (bias `bias`) on one
     client's minibatch (rows flat[j] + offset of x, y), read where the rows are: residuals
@@ -229,7 +278,7 @@ def _row_gradient(x, y, flat, offset, at, bias, batch, resid, g):
     return total
 
 
-@njit(cache=CACHE, fastmath={"reassoc", "contract"})
+@kernel(fastmath={"reassoc", "contract"})
 def _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post, sub_lam):
     """`least_squares_steps` for one model per client: the minibatch rows are read where they
     are (no gathered copy, no BLAS call for a 1 x B product), residuals by dot products and
@@ -257,7 +306,7 @@ def _lone_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, p
     return w, b
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _dots(w0, w1, t0, t1, xb, out0, out1, two):
     """out0[j] = <u0, xb[j]> for every row j of xb and, if `two`, out1[j] = <u1, xb[j]>, at
     u = prox_{t |.|_1}(w) (t = 0: w itself), the prox taken on the fly: four rows and two
@@ -312,7 +361,7 @@ def _dots(w0, w1, t0, t1, xb, out0, out1, two):
         j += 1
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _axpys(z0, z1, coef0, coef1, xb, two):
     """z0 += sum_j coef0[j] xb[j] and, if `two`, z1 += sum_j coef1[j] xb[j]: four rows of xb
     and two models a pass (z0, z1 distinct rows when `two`; otherwise z1 is not touched and
@@ -344,7 +393,7 @@ def _axpys(z0, z1, coef0, coef1, xb, two):
         j += 1
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _gather(x, y, flat, offset, xb, yb):
     """The minibatch rows flat[j] + offset of x and y, copied into xb (B, P) and yb (B,)."""
     for j in range(flat.size):
@@ -353,7 +402,7 @@ def _gather(x, y, flat, offset, xb, yb):
         yb[j] = y[i]
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _pair(c, group, g0):
     """Client c's rows g0 and g0 + 1 of its `group` (C G rows, client-major): (two, r0, r1),
     r1 = r0 when g0 is the last member of an odd group (then `two` is False)."""
@@ -362,7 +411,7 @@ def _pair(c, group, g0):
     return two, r0, r0 + 1 if two else r0
 
 
-@njit(cache=CACHE, fastmath={"reassoc", "contract"})
+@kernel(fastmath={"reassoc", "contract"})
 def _group_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post, sub_lam):
     """`least_squares_steps` for G > 1 models per client: the client's minibatch is gathered
     once a step and its G models go through it two at a time (`_dots`, `_axpys`)."""
@@ -403,7 +452,7 @@ def _group_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, 
     return w, b
 
 
-@njit(cache=CACHE)
+@kernel()
 def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, b, lr, pre, post,
                         sub_lam):
     """K composite local steps of linear least-squares models, all in one call:
@@ -428,7 +477,7 @@ def least_squares_steps(x, y, seed, rnd, stream, ids, sizes, offsets, batch, w, 
                         sub_lam)
 
 
-@njit(cache=CACHE, fastmath={"reassoc", "contract"})
+@kernel(fastmath={"reassoc", "contract"})
 def _lone_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, b, gw, gb):
     """`least_squares_grads` for one model per client: the minibatch rows read where they
     are, residuals by dot products, the gradient by B axpys (as `_lone_steps`)."""
@@ -438,7 +487,7 @@ def _lone_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, b
         gb[c] = _row_gradient(x, y, flat[0], offsets[c], at[c], b[c], batch, resid, gw[c])
 
 
-@njit(cache=CACHE, fastmath={"reassoc", "contract"})
+@kernel(fastmath={"reassoc", "contract"})
 def _group_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, b, gw, gb):
     """`least_squares_grads` for G > 1 models per client: the minibatch gathered once, the
     models two at a time (`_dots`, `_axpys`), as `_group_steps`."""
@@ -466,7 +515,7 @@ def _group_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, 
             _axpys(gw[r0], gw[r1], prod[0], prod[1], xb, two)
 
 
-@njit(cache=CACHE)
+@kernel()
 def least_squares_grads(x, y, seed, rnd, step, stream, ids, sizes, offsets, batch, at, b, gw, gb):
     """Half the minibatch gradients of linear least-squares models at local step `step`, all
     clients and members of a round in one call (the gradient part of `least_squares_steps`,

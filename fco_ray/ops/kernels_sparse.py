@@ -32,9 +32,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
-from .kernels import CACHE, GOLDEN, _mix, key_prefix
+from .kernels import GOLDEN, _mix, kernel, key_prefix
 
 POSITION_BITS = 24  # samples per node < 2^24: node id and position share one 64-bit key id
 _S11, _POS = np.uint64(11), np.uint64(POSITION_BITS)
@@ -42,7 +41,7 @@ _TWO_M53 = 1.0 / 2.0**53
 _U_MAX = 1.0 - 2.0**-53
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _uniform(prefix, node_id, position):
     """`Key(seed, round, [node_id << 24 | position], step, stream).uniform((1,))`."""
     key_id = (np.uint64(node_id) << _POS) | np.uint64(position)
@@ -50,7 +49,7 @@ def _uniform(prefix, node_id, position):
     return min((np.float64(bits >> _S11) + 0.5) * _TWO_M53, _U_MAX)
 
 
-@njit(cache=CACHE)
+@kernel()
 def _order(prefix, node_id, size, steps, replace, out):
     """Node `node_id`'s visiting order into out[:steps]: a uniform random permutation of
     range(size) (stable argsort of keyed uniforms; steps = size), or `steps` draws uniform
@@ -65,13 +64,13 @@ def _order(prefix, node_id, size, steps, replace, out):
         out[:size] = np.argsort(u, kind="mergesort")
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _dloss(z, y):
     """l'(z) of the logistic loss log(1 + exp(-y z)): -y sigmoid(-y z)."""
     return -y / (1.0 + math.exp(y * z))
 
 
-@njit(cache=CACHE)  # no FMA contraction: see EXACT below
+@kernel()  # no FMA contraction: see EXACT below
 def gradient_sum(data, indices, indptr, y, offsets, nodes, coef, w, out):
     """out += sum over nodes k of coef[k] sum_{i in k} l'_i(<x_i, w>) x_i."""
     for t in range(nodes.size):
@@ -96,13 +95,13 @@ EXPM1_SERIES = 2.0**-5
 LOG1P_SERIES = 2.0**-7
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _expm1_series(x):
     return x * (1.0 + x * (1.0 / 2 + x * (1.0 / 6 + x * (1.0 / 24 + x * (1.0 / 120 + x * (
         1.0 / 720 + x * (1.0 / 5040 + x * (1.0 / 40320))))))))
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _log1p_neg_series(c):
     return -c * (1.0 + c * (1.0 / 2 + c * (1.0 / 3 + c * (1.0 / 4 + c * (1.0 / 5 + c * (
         1.0 / 6 + c * (1.0 / 7 + c * (1.0 / 8))))))))
@@ -112,7 +111,7 @@ def _log1p_neg_series(c):
 EXPM1_HALVED = 32 * EXPM1_SERIES
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _expm1_halved(x):
     """expm1(x) for |x| < EXPM1_HALVED: the series at x / 32, then five times
     expm1(2y) = expm1(y) (2 + expm1(y)) (each doubling adds about one rounding)."""
@@ -122,7 +121,7 @@ def _expm1_halved(x):
     return e
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _expm1(x):
     """expm1(x): its Taylor series for |x| < EXPM1_SERIES (within rounding), `_expm1_halved`
     below EXPM1_HALVED (within a few roundings), else `math.expm1`. The lazy updates need
@@ -138,7 +137,7 @@ def _expm1(x):
     return math.expm1(x)
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _log1p_neg(c):
     """log1p(-c): its series -sum c^k / k for |c| < LOG1P_SERIES (within rounding), else
     `math.log1p` (see `_expm1`: once per feature of a node's support)."""
@@ -147,7 +146,7 @@ def _log1p_neg(c):
     return math.log1p(-c)
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _catch_up(state, j, steps):
     """Apply `steps` skipped steps u <- (1 - c) u - h drift to feature j at once:
     u <- (1 - c)^m u - (h drift / c)(1 - (1 - c)^m), (1 - c)^m = 1 + expm1(m log1p(-c))."""
@@ -158,7 +157,7 @@ def _catch_up(state, j, steps):
         state[j, _U] = (1.0 + e) * state[j, _U] + state[j, _HDC] * e
 
 
-@njit(cache=CACHE)  # no FMA contraction: see EXACT below
+@kernel()  # no FMA contraction: see EXACT below
 def svrg_passes(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream, replace,
                 steps, h, coef, lam, mu, eta, passes, w, g, out):
     """Local SVRG-type passes of every node; out += sum_k coef[k] (w_k - w) on the supports,
@@ -262,7 +261,7 @@ def svrg_passes(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd,
     return total_alpha
 
 
-@njit(cache=CACHE)
+@kernel()
 def sdca_step(b, yz, q, tol=1e-12, max_iter=200):
     """Exact SDCA coordinate step for the logistic loss.
 
@@ -296,7 +295,7 @@ def sdca_step(b, yz, q, tol=1e-12, max_iter=200):
     return 1.0 / (1.0 + math.exp(-t))
 
 
-@njit(cache=CACHE, fastmath={"contract"})
+@kernel(fastmath={"contract"})
 def sdca_passes(data, indices, indptr, y, offsets, nodes, ids, seed, rnd, stream, passes, scale,
                 b, b_start, coef, w, out):
     """CoCoA+'s local SDCA (logistic loss): node k runs `passes` passes over keyed random
@@ -369,7 +368,7 @@ GROUP_BLOCK = 8
 # with inf / nan.
 
 
-@njit(cache=CACHE)  # no FMA contraction: see EXACT above
+@kernel()  # no FMA contraction: see EXACT above
 def gradient_sum_group(data, indices, indptr, y, offsets, nodes, coef, w, out):
     """`gradient_sum` for G models at once (G a multiple of LANES): w, out are (d, G);
     out[:, g] += sum over nodes k of coef[k] sum_{i in k} l'_i(<x_i, w[:, g]>) x_i."""
@@ -398,7 +397,7 @@ def gradient_sum_group(data, indices, indptr, y, offsets, nodes, coef, w, out):
 _GU, _GAW, _GHD, _GHDC, _GLOG, _GANCHOR = range(6)
 
 
-@njit(cache=CACHE, inline="always")
+@kernel(inline="always")
 def _catch_up_slot(state, q, steps, hrow, s, lam, mu, e):
     """`_catch_up` of slot q for every member (hrow: the members' h_k, s the slot's s): the
     skipped steps are the same for all members, so the branch is taken once, and `_expm1`'s
@@ -424,7 +423,7 @@ def _catch_up_slot(state, q, steps, hrow, s, lam, mu, e):
             state[q, _GU, m] = (1.0 + e[m]) * state[q, _GU, m] + state[q, _GHDC, m] * e[m]
 
 
-@njit(cache=CACHE)  # no FMA contraction: see EXACT above
+@kernel()  # no FMA contraction: see EXACT above
 def svrg_passes_group(data, indices, indptr, y, scale, offsets, nodes, ids, seed, rnd, stream,
                       replace, steps, h, coef, lam, mu, eta, passes, w, g, out):
     """`svrg_passes` for G members at once (G a multiple of LANES), differing in the step h,

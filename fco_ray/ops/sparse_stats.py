@@ -6,12 +6,11 @@ Tests: tests/engine/test_svrg.py (test_sparsity_scalings_match_their_definitions
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from .kernels import CACHE
+from .kernels import kernel
 
 
-@njit(cache=CACHE)
+@kernel()
 def sparsity_scalings(indices, indptr, offsets, d):
     """FSVRG's s_k^j = (n^j n_k) / (n n_k^j) at every stored nonzero, and omega^j, from the
     nonzero pattern: n^j samples with feature j, n_k^j those on node k (the nonzero's node),
@@ -26,7 +25,7 @@ def sparsity_scalings(indices, indptr, offsets, d):
     return s, omega
 
 
-@njit(cache=CACHE)
+@kernel()
 def sparsity_counts(indices, indptr, offsets, d):
     """FSVRG's counts from the nonzero pattern, one pass per node: n^j (samples with feature
     j), n_k^j at every stored nonzero (samples of its node with that feature) and omega^j

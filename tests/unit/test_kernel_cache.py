@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -85,3 +86,33 @@ def test_import_without_any_cache_directory_compiles_without_cache(tmp_path):
     (cache, where), bits = _run(tmp_path, "no-temp")
     assert cache == "False" and where == "-"
     assert np.array_equal(bits, keyed_bits(7, 2, 3, 4, np.arange(5, dtype=np.uint64), 3))
+
+
+TOGETHER = """
+import os, sys, time
+import numpy as np
+from fco_ray.ops import kernels
+open(sys.argv[1] + "." + str(os.getpid()), "w").close()  # ready
+while not os.path.exists(sys.argv[1]):  # all start compiling at once
+    time.sleep(0.01)
+kernels.soft_threshold(np.arange(4.0), 1.0)
+stats = kernels.soft_threshold.stats
+print(sum(stats.cache_misses.values()), sum(stats.cache_hits.values()))
+"""
+
+
+def test_processes_that_start_together_compile_a_kernel_once(tmp_path):
+    """Three processes call a kernel at the same moment on an empty cache: one compiles it
+    (a cache miss) and the others load what it wrote (cache hits), instead of compiling it
+    three times (`kernels.kernel`'s lock)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(tmp_path)}
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", TOGETHER, str(go)], stdout=subprocess.PIPE,
+                              text=True, env=env) for _ in range(3)]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("go.*"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    go.touch()
+    counts = sorted(tuple(map(int, p.communicate(timeout=300)[0].split())) for p in procs)
+    assert [p.returncode for p in procs] == [0, 0, 0]
+    assert counts == [(0, 1), (0, 1), (1, 0)]  # (misses, hits): compiled once, loaded twice
