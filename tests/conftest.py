@@ -20,7 +20,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # the processes a test starts inherit it)
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
-    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
 
 # JAX's persistent compilation cache for the tests (and the processes they start): the
 # device tests compile the same programs at every run, and a warm cache takes most of that

@@ -15,8 +15,10 @@ import sys
 
 from .errors import short_repr
 
-#: XLA's CPU thread pool of one thread (its default takes every core)
-ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+#: XLA's CPU thread pool of one thread (its default takes every core). Flags only: XLA ignores
+#: a word that is not a --flag and every flag after it (an earlier value ended in
+#: "intra_op_parallelism_threads=1", which hid any flag a user appended)
+ONE_THREAD = "--xla_cpu_multi_thread_eigen=false"
 #: the flags removed by `screen` and why, or None
 DROPPED: tuple[str, str] | None = None
 

@@ -114,3 +114,20 @@ def test_a_process_held_to_one_thread_gives_xla_one_thread():
     free = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_NUM_THREADS": "2"},
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert (held.stdout.strip(), free.stdout.strip()) == ("True", "False"), held.stderr[-2000:]
+
+
+@pytest.mark.skipif(jax is None, reason="the compiled engine needs JAX (pip install jax)")
+def test_flags_appended_to_the_one_thread_value_reach_xla(tmp_path):
+    """ONE_THREAD holds --flags only: XLA ignores a word that is not a flag and every flag
+    after it, so a flag a user appends (here XLA's dump folder) must still take effect."""
+    import os
+    import subprocess
+
+    from fco_ray.runtime.xla import ONE_THREAD
+
+    code = "import jax; jax.jit(lambda x: x + 1)(1.0).block_until_ready()"
+    env = {**os.environ, "XLA_FLAGS": f"{ONE_THREAD} --xla_dump_to={tmp_path}", "JAX_PLATFORMS": "cpu",
+           "JAX_ENABLE_COMPILATION_CACHE": "false"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert any(tmp_path.iterdir()), f"XLA_FLAGS={env['XLA_FLAGS']!r}: the appended flag was ignored"
