@@ -91,6 +91,7 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             raise ConfigError(f"--resume: {path} (with these --set values) differs from the "
                               f"sweep being resumed ({kept}); resume with the same file and values")
     check_tracking(sweep)  # fail fast: before Ray starts and any trial runs
+    _check_local_cluster(sweep)  # trials too large for the local cluster this sweep would start
     _make_storage_dir(root)  # and before the MLflow parent run exists
     check_room(root)  # a full disk would truncate Tune's state (storage.py)
     with sweep_lock(root, sweep.name):  # one live driver per sweep name and storage
@@ -251,6 +252,35 @@ def earlier_sweep(store: Store, sweep: Sweep, exp_dir: Path) -> list[str]:
     return lines
 
 
+def _trial_bundles(sweep: Sweep) -> dict[str, list[dict]]:
+    """Each kind of trial's placement-group bundles, by a description of its backend keys
+    (only the backend section matters: each distinct one once)."""
+    from .trainable import trial_bundles
+
+    trials, seen = {}, set()
+    for point in sweep.grid_points():
+        section = json.dumps(sweep.trial_config(point)["backend"], sort_keys=True, default=str)
+        if section in seen:
+            continue
+        seen.add(section)
+        backend = sweep.run_config(point).backend
+        trials.setdefault(backend.describe() + f", tune.cpus_per_trial={sweep.spec.tune.cpus_per_trial:g}",
+                          trial_bundles(backend, sweep.spec.tune.cpus_per_trial))
+    return trials
+
+
+def _check_local_cluster(sweep: Sweep) -> None:
+    """Where the sweep would start a new local cluster (no RAY_ADDRESS, Ray not connected in
+    this process), its trials must fit this machine's CPUs, the most that cluster can have:
+    ConfigError (exit 2) now, before Ray's daemons start. `_check_resources` checks again
+    against the CPUs Ray finds once it runs."""
+    from ..backends.cluster import check_cluster_fits, requested_address
+
+    if requested_address() is not None or ray.is_initialized():
+        return
+    check_cluster_fits(_trial_bundles(sweep), [float(os.cpu_count() or 1)], "the local Ray cluster")
+
+
 def _check_resources(sweep: Sweep, connection, echo) -> None:
     """Every trial's placement group must fit the cluster, else Tune waits for it without
     end. On the local cluster fco-ray started that is an error (exit 2); a joined cluster
@@ -259,19 +289,10 @@ def _check_resources(sweep: Sweep, connection, echo) -> None:
 
     from ..backends.cluster import check_cluster_fits
     from ..core.checks import check_gpus_fit
-    from .trainable import trial_bundles
 
     alive = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
     nodes, gpus = [r.get("CPU", 0.0) for r in alive], [r.get("GPU", 0.0) for r in alive]
-    trials, seen = {}, set()
-    for point in sweep.grid_points():  # only the backend matters: validated once per kind
-        section = json.dumps(sweep.trial_config(point)["backend"], sort_keys=True, default=str)
-        if section in seen:
-            continue
-        seen.add(section)
-        backend = sweep.run_config(point).backend
-        trials.setdefault(backend.describe() + f", tune.cpus_per_trial={sweep.spec.tune.cpus_per_trial:g}",
-                          trial_bundles(backend, sweep.spec.tune.cpus_per_trial))
+    trials = _trial_bundles(sweep)
     where = "the local Ray cluster" if connection.started else f"the Ray cluster at {connection.address}"
     try:
         check_cluster_fits(trials, nodes, where)

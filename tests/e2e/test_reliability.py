@@ -3,9 +3,11 @@ sweep wait without end. Each is refused with one line naming the file, line or k
 before any work, or stops cleanly and stays resumable."""
 import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -375,19 +377,25 @@ def test_infinite_cpus_are_refused(capsys, workdir):
     refused(capsys, ["sweep", str(path)], "tune.cpus_per_trial: Input should be a finite number")
 
 
-@pytest.mark.ray
+@pytest.mark.slow  # two CLI processes
 @pytest.mark.parametrize("backend, fragment", [
     ({"name": "ray", "actors": 64}, "needs 65 CPUs"), ({"name": "ray", "cpus_per_actor": 4}, "the largest 4")])
-def test_a_sweep_that_cannot_fit_the_local_cluster_fails_fast(workdir, backend, fragment, ray_down):
-    # In its own process, as a user runs it: the sweep starts a local cluster, and starting
-    # Ray's daemons forks, which in a test process that has used JAX runs JAX's fork warning.
+def test_a_sweep_that_cannot_fit_the_local_cluster_fails_before_ray_starts(workdir, backend, fragment, ray_down):
+    # In its own process, as a user runs it. The trials need more CPUs than this machine has,
+    # so the local cluster the sweep would start cannot hold them: refused before Ray's daemons
+    # start (none writes its session into the private RAY_TMPDIR).
     path = write(workdir / "s.yaml", changed(SWEEP, {"backend": backend, "tracking": {"uri": f"sqlite:///{workdir}/m.db"}}))
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    ray_tmp = Path(tempfile.mkdtemp(prefix="fco-ray-tmp-"))  # short: Ray's socket paths live in it
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(ray_tmp)}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "fco_ray", "sweep", str(path), "--storage", str(workdir / "state")],
-                          env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, done.stderr
-    assert time.monotonic() - started < 60
+    try:
+        done = subprocess.run([sys.executable, "-m", "fco_ray", "sweep", str(path), "--storage", str(workdir / "state")],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert time.monotonic() - started < 60
+        assert not any(ray_tmp.rglob("session_*")), sorted(ray_tmp.rglob("*"))[:10]  # no cluster started
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     line = done.stderr.strip()
     assert "\n" not in line and "Traceback" not in line, done.stderr
     for part in (fragment, "the local Ray cluster has", "lower backend.actors"):
