@@ -150,7 +150,8 @@ class RuleProgram:
         rows = pad(np.asarray(rows, np.int64))
         weights = np.concatenate([np.asarray(weights, np.float64), np.zeros(size - n)])
         if self._data is None:
-            self._data = {k: jnp.asarray(v) for k, v in self.arrays.items()}
+            # a transfer, as the device backend's (jnp.asarray would compile a copy per shape)
+            self._data = {k: jax.device_put(np.asarray(v)) for k, v in self.arrays.items()}
         return host(self.compiled.client_sums(payload, hyper, np.uint64(seed), np.uint64(rnd), ids,
                                               rows, weights, self._data))
 

@@ -14,7 +14,6 @@ from fco_ray.core.config import parse_run  # noqa: E402
 from fco_ray.core.plan import prepare  # noqa: E402
 from fco_ray.problems.linear import LinearRegression  # noqa: E402
 from fco_ray.rules.metrics import metric_rule  # noqa: E402
-from tests.helpers import daily  # noqa: E402
 
 PROBLEMS = {
     "lasso": {"name": "lasso", "clients": 6, "samples_per_client": [9, 12, 7, 12, 10, 11], "dim": 10,
@@ -76,9 +75,13 @@ def assert_rows_equal(device, host, rtol=1e-9):
                 np.testing.assert_allclose(b, a, rtol=rtol, atol=1e-300, err_msg=k)
 
 
-@pytest.mark.parametrize("problem, algorithm, hp, rates", daily(  # fast subset: each problem's metrics once
-    [pytest.param(*c, id=f"{c[0]}-{c[1]}{'-ergodic' if c[2] else ''}-G{len(c[3])}") for c in CASES],
-    key=lambda case: case[0]))
+#: the fast subset keeps what no other fast test compares: the ergodic extra output's suffixed
+#: metrics. tests/engine/test_device.py's fused runs (its CORE, fast) already compare each
+#: problem's device rows with the CPU engine's, which evaluates on the host; the rest run in
+#: the whole suite
+@pytest.mark.parametrize("problem, algorithm, hp, rates", [
+    pytest.param(*c, id=f"{c[0]}-{c[1]}{'-ergodic' if c[2] else ''}-G{len(c[3])}",
+                 marks=() if c[2].get("ergodic") else pytest.mark.slow) for c in CASES])
 def test_device_metrics_equal_the_host_metrics(problem, algorithm, hp, rates):
     device, host = device_and_host_rows(configs(problem, algorithm, hp, rates))
     assert_rows_equal(device, host)
@@ -86,8 +89,8 @@ def test_device_metrics_equal_the_host_metrics(problem, algorithm, hp, rates):
         assert "duality_gap_ergodic" in device[0]
 
 
-@pytest.mark.parametrize("problem, algorithm, seeds", [("lasso", "feddualavg", (3,)),
-                                                      ("bilinear_l1", "feddualex", (3, 4))])
+@pytest.mark.parametrize("problem, algorithm, seeds", [  # fast: fused over seeds too (lam alone: test_device.py)
+    pytest.param("lasso", "feddualavg", (3,), marks=pytest.mark.slow), ("bilinear_l1", "feddualex", (3, 4))])
 def test_device_metrics_with_each_members_own_lam_and_seed(problem, algorithm, seeds):
     # members fused over lam (each its own psi weight in the metrics) and, where the data does
     # not depend on the seed (data_seed set), over seeds
@@ -119,6 +122,7 @@ def test_the_engine_takes_its_rows_from_the_device(monkeypatch):
     assert len(calls) == 1  # round 0 only (before any compiled call): rounds 2 and 4 came from the device
 
 
+@pytest.mark.slow  # in the fast subset as test_device.py's fused runs through `fco_ray.run_grid`
 def test_the_engine_rows_equal_the_cpu_engines():
     cfgs = configs("lasso", "feddualavg", {}, [0.02, 0.005])
     device = prepare(cfgs).run()
