@@ -7,10 +7,11 @@ with pytest, timed, with the machine's load average before and after.
 
 `install` times the README's set-up step alone (a new virtual environment in a temporary
 folder, `pip install -q -e '.[test]'`: what a fresh clone pays before its first test).
-`--cold` empties the caches first (JAX's persistent cache of the tests, numba's cached
-kernels, and the migrated MLflow store new stores are copied from) before each run, as on a
-fresh clone, and keeps the run as `fast-cold` / `full-cold` beside the warm one; without it the
-record says whether the caches were warm (held entries) when the run started.
+`--cold` runs each selection with the caches empty (JAX's persistent cache of the tests,
+numba's cached kernels, and the migrated MLflow store new stores are copied from), as on a
+fresh clone, then puts the caches back (a warm run after it is as warm as before), and keeps
+the run as `fast-cold` / `full-cold` beside the warm one; without it the record says
+whether the caches were warm (held entries) when the run started.
 
 Writes the record (`test_suite.json`: per run the command, wall seconds, passed / failed /
 skipped, the load averages, the slowest tests; a run of one kind replaces the record's
@@ -23,6 +24,7 @@ test that computes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -33,6 +35,7 @@ import shutil
 import textwrap
 import time
 import xml.etree.ElementTree as ET
+from contextlib import contextmanager
 from pathlib import Path
 from benchmarks.device_metrics import cpu_model
 from fco_ray.runtime.files import write_file
@@ -68,11 +71,32 @@ def caches() -> str:
         ("JAX warm, numba cold" if jax else "numba warm, JAX cold")
 
 
-def empty_caches() -> None:
-    shutil.rmtree(JAX_CACHE, ignore_errors=True)
-    shutil.rmtree(MLFLOW_TEMPLATE, ignore_errors=True)
-    for f in numba_files():
-        f.unlink()
+@contextmanager
+def cold_caches(aside: Path):
+    """The run inside starts with the caches empty, as on a fresh clone: their files are moved
+    into `aside`, and moved back afterwards over what the run wrote (numba's index and kernel
+    files must stay a matching set). So a later warm run is as warm as before: emptied caches
+    left the whole suite's programs to compile again after a cold fast run."""
+    moved = []
+    for folder in (JAX_CACHE, MLFLOW_TEMPLATE):
+        if folder.is_dir():
+            shutil.move(str(folder), str(aside / folder.name))
+            moved.append((aside / folder.name, folder))
+    for i, f in enumerate(numba_files()):
+        shutil.move(str(f), str(aside / f"numba-{i}"))
+        moved.append((aside / f"numba-{i}", f))
+    try:
+        yield
+    finally:
+        for held, home in moved:
+            pairs = [(e, home / e.name) for e in held.iterdir()] if held.is_dir() else [(held, home)]
+            home.parent.mkdir(parents=True, exist_ok=True)
+            if held.is_dir():
+                home.mkdir(exist_ok=True)
+            for entry, target in pairs:
+                if target.is_dir():
+                    shutil.rmtree(target)
+                shutil.move(str(entry), str(target))  # over the file the run wrote, if any
 
 
 def install(work: Path) -> dict:
@@ -220,11 +244,12 @@ def main() -> int:
               "cpus": os.cpu_count(), "command": "python benchmarks/test_suite.py " + " ".join(sys.argv[1:]),
               "runs": []}
     with tempfile.TemporaryDirectory() as work:
-        for name in names:
-            if args.cold:
-                empty_caches()
+        for i, name in enumerate(names):
+            aside = Path(work) / f"aside-{i}"
+            aside.mkdir()
             started = _dt.datetime.now().isoformat(timespec="minutes")
-            result = run(name, RUNS[name], Path(work), args.quick)
+            with cold_caches(aside) if args.cold else contextlib.nullcontext():
+                result = run(name, RUNS[name], Path(work), args.quick)
             if args.cold and RUNS[name] is not None:
                 result["name"] = f"{name}-cold"  # kept beside the warm run of its kind
             record["runs"].append({"date": started, "commit": commit, "cpus": os.cpu_count(),
