@@ -244,11 +244,9 @@ def main() -> int:
               "cpus": os.cpu_count(), "command": "python benchmarks/test_suite.py " + " ".join(sys.argv[1:]),
               "runs": []}
     with tempfile.TemporaryDirectory() as work:
-        for i, name in enumerate(names):
-            aside = Path(work) / f"aside-{i}"
-            aside.mkdir()
+        for name in names:
             started = _dt.datetime.now().isoformat(timespec="minutes")
-            with cold_caches(aside) if args.cold else contextlib.nullcontext():
+            with cold_caches(Path(tempfile.mkdtemp(dir=work))) if args.cold else contextlib.nullcontext():
                 result = run(name, RUNS[name], Path(work), args.quick)
             if args.cold and RUNS[name] is not None:
                 result["name"] = f"{name}-cold"  # kept beside the warm run of its kind

@@ -98,21 +98,29 @@ def check_cluster_fits(trials: dict[str, list[dict]], nodes: list[float], where:
                 "lower backend.actors, backend.cpus_per_actor or tune.cpus_per_trial, or add nodes")
 
 
-def check_local_cluster(backend) -> None:
-    """A backend's client actors (`backend`: its config, `actor_bundles`) must fit the local
-    cluster a run would start (it `uses_ray`, no address, no RAY_ADDRESS, Ray not connected
-    yet in this process): this machine's CPUs. Else ConfigError (exit 2) now, before Ray
-    starts, not after the backend's wait for a placement group that can never be granted.
-    (A joined cluster may grow: not checked.)"""
+def new_local_cluster_cpus(address: str | None = None) -> list[float] | None:
+    """The CPUs per node of the local cluster `connect(address)` would start: this machine's,
+    the most Ray can find there; None where it starts none (it joins the cluster at
+    `address` or RAY_ADDRESS, or this process is already connected to Ray)."""
     import sys
 
-    if not backend.uses_ray or (backend.address or requested_address()) is not None:
-        return
+    if requested_address(address) is not None:
+        return None
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():  # this process's cluster is used as it is
-        return
-    check_cluster_fits({backend.describe(): backend.actor_bundles()},
-                       [float(os.cpu_count() or 1)], "the local Ray cluster (this machine)")
+        return None
+    return [float(os.cpu_count() or 1)]
+
+
+def check_local_cluster(backend) -> None:
+    """A backend's client actors (`backend`: its config, `actor_bundles`) must fit the local
+    cluster a run would start (it `uses_ray`, `new_local_cluster_cpus`). Else ConfigError
+    (exit 2) now, before Ray starts, not after the backend's wait for a placement group that
+    can never be granted. (A joined cluster may grow: not checked.)"""
+    nodes = new_local_cluster_cpus(backend.address) if backend.uses_ray else None
+    if nodes is not None:
+        check_cluster_fits({backend.describe(): backend.actor_bundles()}, nodes,
+                           "the local Ray cluster (this machine)")
 
 
 def requested_address(address: str | None = None) -> str | None:

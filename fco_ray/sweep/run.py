@@ -26,7 +26,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from ray.tune.search import BasicVariantGenerator
 
-from ..backends.cluster import connect, disconnect
+from ..backends.cluster import check_cluster_fits, connect, disconnect, new_local_cluster_cpus
 from ..runtime.errors import ConfigError
 from ..runtime.files import check_private_tree, write_file
 from ..tracking.store import Store, TrackingUnavailable
@@ -91,19 +91,22 @@ def run_sweep(path: str | Path, overrides: list[str] = (), *, resume: bool = Fal
             raise ConfigError(f"--resume: {path} (with these --set values) differs from the "
                               f"sweep being resumed ({kept}); resume with the same file and values")
     check_tracking(sweep)  # fail fast: before Ray starts and any trial runs
-    _check_local_cluster(sweep)  # trials too large for the local cluster this sweep would start
+    trials = _trial_bundles(sweep)
+    nodes = new_local_cluster_cpus()
+    if nodes is not None:  # the local cluster this sweep would start: refused before it starts
+        check_cluster_fits(trials, nodes, "the local Ray cluster")
     _make_storage_dir(root)  # and before the MLflow parent run exists
     check_room(root)  # a full disk would truncate Tune's state (storage.py)
     with sweep_lock(root, sweep.name):  # one live driver per sweep name and storage
-        return _run_locked(sweep, path, root, exp_dir, resolved, resume, echo)
+        return _run_locked(sweep, path, root, exp_dir, resolved, resume, echo, trials)
 
 
 def _run_locked(sweep: Sweep, path, root: Path, exp_dir: Path, resolved: str, resume: bool,
-                echo) -> SweepOutcome:
+                echo, trials: dict) -> SweepOutcome:
     connection = connect()  # the cluster at RAY_ADDRESS, else a new local one on loopback
     try:
         with _StopSignals() as stops:  # after connect: ray.init sets a SIGTERM handler
-            _check_resources(sweep, connection, echo)
+            _check_resources(sweep, trials, connection, echo)
             store = Store(sweep.tracking_uri)
             if not resume:
                 for line in earlier_sweep(store, sweep, exp_dir):
@@ -269,30 +272,16 @@ def _trial_bundles(sweep: Sweep) -> dict[str, list[dict]]:
     return trials
 
 
-def _check_local_cluster(sweep: Sweep) -> None:
-    """Where the sweep would start a new local cluster (no RAY_ADDRESS, Ray not connected in
-    this process), its trials must fit this machine's CPUs, the most that cluster can have:
-    ConfigError (exit 2) now, before Ray's daemons start. `_check_resources` checks again
-    against the CPUs Ray finds once it runs."""
-    from ..backends.cluster import check_cluster_fits, requested_address
-
-    if requested_address() is not None or ray.is_initialized():
-        return
-    check_cluster_fits(_trial_bundles(sweep), [float(os.cpu_count() or 1)], "the local Ray cluster")
-
-
-def _check_resources(sweep: Sweep, connection, echo) -> None:
-    """Every trial's placement group must fit the cluster, else Tune waits for it without
-    end. On the local cluster fco-ray started that is an error (exit 2); a joined cluster
-    may grow (an autoscaler), so there it is a warning."""
-    import ray
-
-    from ..backends.cluster import check_cluster_fits
+def _check_resources(sweep: Sweep, trials: dict, connection, echo) -> None:
+    """Every trial's placement group (`trials`: `_trial_bundles`) must fit the cluster, else
+    Tune waits for it without end; on a new local cluster this checks again against the CPUs
+    Ray found (`run_sweep` checked this machine's before Ray started). On the local cluster
+    fco-ray started that is an error (exit 2); a joined cluster may grow (an autoscaler), so
+    there it is a warning."""
     from ..core.checks import check_gpus_fit
 
     alive = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
     nodes, gpus = [r.get("CPU", 0.0) for r in alive], [r.get("GPU", 0.0) for r in alive]
-    trials = _trial_bundles(sweep)
     where = "the local Ray cluster" if connection.started else f"the Ray cluster at {connection.address}"
     try:
         check_cluster_fits(trials, nodes, where)
