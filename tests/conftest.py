@@ -130,14 +130,25 @@ def check_loadgroup(config):
             "Ray clusters apart); install the test extra's versions: pip install -e '.[test]'")
 
 
+#: test files whose neighbouring tests compile the same numba kernels first (E1's least-squares
+#: steps; E7's SVRG and SDCA passes, lone and fused): with empty caches, two workers running
+#: them side by side left one waiting on the other's compilation (`fco_ray.ops.kernels.kernel`
+#: compiles a kernel in one process at a time), 20-25 s of an idle core in the fast subset
+#: (`pytest -m "not slow and not ray"`, per-test wall minus CPU time). In one worker the first
+#: test compiles and the next ones load, while the other worker runs other files.
+ONE_WORKER = {"tests/engine/test_checkpoint.py", "tests/e2e/test_api.py"}
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`-n 2 --dist loadgroup`, set in pyproject.toml) the tests that use
     the session's Ray cluster in this process (`LocalRay`) all run in one worker, which keeps
-    one cluster for them; so do the files of `SERIAL`, per kind. Every other test, those that
-    start a cluster of their own in a subprocess included, goes to whichever worker is free."""
+    one cluster for them; so do the files of `SERIAL`, per kind, and each file of
+    `ONE_WORKER`. Every other test, those that start a cluster of their own in a subprocess
+    included, goes to whichever worker is free."""
     for item in items:
-        group = SERIAL.get(item.nodeid.split("::")[0])
+        path = item.nodeid.split("::")[0]
+        group = SERIAL.get(path) or (path if path in ONE_WORKER else None)
         names = set(getattr(item, "fixturenames", ()))
         if "ray_cluster" in names or ("local_ray" in names and "ray_down" not in names):
             group = "ray"  # (`ray_down` alone needs no cluster: any worker will do)

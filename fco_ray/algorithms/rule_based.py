@@ -41,12 +41,16 @@ class RuleAlgorithm(Algorithm):
         return host(self.make_rule().init(params0))
 
     def output(self, problem, state):
-        rule_problem, hyper = self._hyper(problem)
-        return host(self.make_rule().output(rule_problem, state, hyper))
+        return self._outputs(problem, state)[0]
 
     def extra_outputs(self, problem, state):
+        return self._outputs(problem, state)[1]
+
+    def _outputs(self, problem, state) -> tuple[dict, dict]:
+        from ..rules.host import member_outputs
+
         rule_problem, hyper = self._hyper(problem)
-        return host(self.make_rule().extra_outputs(rule_problem, state, hyper))
+        return member_outputs(self.make_rule(), rule_problem, state, hyper)
 
     def _rule_only(self, *args, **kwargs):
         raise TypeError(f"algorithm {self.name!r} is written as a rule: its rounds run in a "

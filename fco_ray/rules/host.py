@@ -109,6 +109,20 @@ def pieces(rule, problem_rule) -> Compiled:
     return compile_pieces(rule, problem_rule)
 
 
+def member_outputs(rule, problem_rule, state: dict, hyper: dict) -> tuple[dict, dict]:
+    """ONE member's (output model, extra outputs) as NumPy, from its state and `hyper` (numbers).
+    Rules that compare by their settings (every built-in one) run the compiled `outputs` of
+    their pieces on a member axis of one: the program a lone run's group compiles anyway, where
+    op-by-op calls compiled a program per operation and array shape (an MLP's prox: about 60).
+    A rule of the user's own runs op by op: its pieces are compiled per executor, not shared,
+    and a copy compiled per call would compile at every call."""
+    if not (isinstance(rule, Static) and isinstance(problem_rule, Static)):
+        return host((rule.output(problem_rule, state, hyper), rule.extra_outputs(problem_rule, state, hyper)))
+    lift = lambda tree: jax.tree_util.tree_map(lambda v: np.asarray(v)[None], tree)  # noqa: E731
+    out = _shared(rule, detached(problem_rule)).outputs(lift(state), lift(hyper))
+    return jax.tree_util.tree_map(lambda v: np.array(v)[0], out)
+
+
 def detached(problem_rule):
     """A copy of a problem rule without its problem (the traced methods use only its
     settings; `arrays()` gave the data)."""

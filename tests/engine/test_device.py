@@ -71,15 +71,18 @@ def test_keyed_draws_equal_the_cpu_generator():
     ids = np.array([0, 3, 17, 2**40 + 5, 2**63 + 11], np.uint64)
     seed, rnd, step, stream = 2**62 + 7, 123, 9, 2
     key = Key(seed, rnd, ids, step, stream)
-    got = np.asarray(keys.bits(seed, rnd, step, stream, ids, 64))
+    # compiled, as the rounds call them (op by op, each operation compiles a program per shape)
+    bits, uniform, normal = (jax.jit(f, static_argnums=5) for f in (keys.bits, keys.uniform, keys.normal))
+    integers = jax.jit(keys.integers, static_argnums=6)
+    got = np.asarray(bits(seed, rnd, step, stream, ids, 64))
     np.testing.assert_array_equal(got, kernels.keyed_bits(seed, rnd, step, stream, ids, 64))
-    np.testing.assert_array_equal(np.asarray(keys.uniform(seed, rnd, step, stream, ids, 64)),
+    np.testing.assert_array_equal(np.asarray(uniform(seed, rnd, step, stream, ids, 64)),
                                   key.uniform((64,)))
     highs = np.array([1, 2, 7, 1000, 2**40])
-    np.testing.assert_array_equal(np.asarray(keys.integers(seed, rnd, step, stream, ids, highs, 64)),
+    np.testing.assert_array_equal(np.asarray(integers(seed, rnd, step, stream, ids, highs, 64)),
                                   key.integers(highs, 64))
     # normals: JAX's ndtri is not SciPy's to the last bit (measured <= ~1.02e-15 relative)
-    normal = np.asarray(keys.normal(seed, rnd, step, stream, ids, 4000))
+    normal = np.asarray(normal(seed, rnd, step, stream, ids, 4000))
     np.testing.assert_allclose(normal, key.normal((4000,)), rtol=2e-15, atol=1e-15)
 
 

@@ -93,14 +93,14 @@ def _compiled(rule):
 
 def rule_gradients(p, rule, params: dict, seed: int, rnd: int, k: int) -> list[dict]:
     """The rule's gradient of every client of `p`, compiled (one program over the clients)."""
-    data = {key: jnp.asarray(v) for key, v in rule.arrays().items()}
-    sizes = jnp.asarray(p.train.sizes, dtype=jnp.int64)
-    offsets = jnp.arange(p.num_clients, dtype=jnp.int64) * p.train.max_samples
-
-    out = _compiled(rule)(data, {b: jnp.asarray(v) for b, v in params.items()},
-                          jnp.arange(p.num_clients, dtype=jnp.uint64), sizes, offsets,
-                          jnp.uint64(seed), jnp.uint64(rnd), jnp.int64(k))
-    return [{b: np.asarray(v[c]) for b, v in out.items()} for c in range(p.num_clients)]
+    # NumPy in, NumPy out: op-by-op JAX calls outside the program (jnp.asarray, slicing a
+    # device array) would each compile a program of their own per shape
+    sizes = np.asarray(p.train.sizes, dtype=np.int64)
+    offsets = np.arange(p.num_clients, dtype=np.int64) * p.train.max_samples
+    out = _compiled(rule)(rule.arrays(), dict(params), np.arange(p.num_clients, dtype=np.uint64),
+                          sizes, offsets, np.uint64(seed), np.uint64(rnd), np.int64(k))
+    out = {b: np.asarray(v) for b, v in out.items()}
+    return [{b: v[c] for b, v in out.items()} for c in range(p.num_clients)]
 
 
 def numpy_gradients(p, params: dict, seed: int, rnd: int, k: int, batch) -> list[dict]:

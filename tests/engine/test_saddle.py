@@ -173,15 +173,16 @@ def test_infeasible_points_have_infinite_gap_and_objective():
 
 
 def rule_operator(p, z, m, k, stream, seed=0, rnd=5):
-    """The problem rule's operator (fco_ray.rules.problems.Bilinear) of client m at one model z."""
-    import jax.numpy as jnp
+    """The problem rule's operator (fco_ray.rules.problems.Bilinear) of client m at one model z,
+    compiled as the rounds call it (op by op, each operation would compile a program per shape)."""
+    import jax
 
     from fco_ray.rules.problems import Client
 
     rule = p.make_rule(None)
-    data = {name: jnp.asarray(v) for name, v in rule.arrays().items()}
     me = Client(np.uint64(seed), np.uint64(rnd), np.uint64(m), np.int64(1), np.int64(0))
-    return {b: np.asarray(v) for b, v in rule.grad(data, z, me, k, stream).items()}
+    grad = jax.jit(rule.grad, static_argnums=(3, 4))
+    return {b: np.asarray(v) for b, v in grad(rule.arrays(), z, me, k, stream).items()}
 
 
 def test_operator_is_grad_x_and_minus_grad_y_with_independent_noise():

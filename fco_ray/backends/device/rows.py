@@ -10,8 +10,8 @@ def metric_names(jax, rule, problem_rule, metrics, members, hyper) -> list[str]:
     """The columns of a group's rows: the metrics of the output model, then those of each
     extra output suffixed by its name (`evaluate_one`'s order); the suffixes come from the
     rule's `extra_outputs` traced on shapes only."""
-    one = jax.tree_util.tree_map(lambda v: v[0], members)
-    own = {k: v[0] for k, v in hyper.items()}
+    one = jax.tree_util.tree_map(lambda v: jax.ShapeDtypeStruct(v.shape[1:], v.dtype), members)
+    own = {k: jax.ShapeDtypeStruct(v.shape[1:], v.dtype) for k, v in hyper.items()}
     extra = jax.eval_shape(lambda st, hy: rule.extra_outputs(problem_rule, st, hy), one, own)
     return list(metrics.names) + [f"{n}_{suffix}" for suffix in extra for n in metrics.names]
 
