@@ -1,7 +1,8 @@
 """How long the test suite takes: the README's fast subset and the whole suite, each run once
 with pytest, timed, with the machine's load average before and after.
 
-    .venv/bin/python benchmarks/test_suite.py [--only fast,full,install] [--cold] [--out benchmarks/results/test_suite.md]
+    .venv/bin/python benchmarks/test_suite.py [--only fast,full,install] [--cold] [--repeat N] [--out benchmarks/results/test_suite.md]
+    .venv/bin/python benchmarks/test_suite.py --only fast-cold,fast --repeat 3   # cold and warm, interleaved
     .venv/bin/python benchmarks/test_suite.py --pages   # README.md and docs/benchmarks.md from the record
     .venv/bin/python benchmarks/test_suite.py --quick   # a smoke run: one small test file
 
@@ -10,8 +11,12 @@ folder, `pip install -q -e '.[test]'`: what a fresh clone pays before its first 
 `--cold` runs each selection with the caches empty (JAX's persistent cache of the tests,
 numba's cached kernels, and the migrated MLflow store new stores are copied from), as on a
 fresh clone, then puts the caches back (a warm run after it is as warm as before), and keeps
-the run as `fast-cold` / `full-cold` beside the warm one; without it the record says
-whether the caches were warm (held entries) when the run started.
+the run as `fast-cold` / `full-cold` beside the warm one (`--only fast-cold` names one cold
+selection); without it the record says whether the caches were warm (held entries) when the
+run started. `--repeat N` runs the selections N times, in turn (`fast-cold,fast`: cold, warm,
+cold, warm, ...: both meet the same load), and records each kind's median wall time with
+its minimum and every run's time: one run of the fast subset moved by 10-20 s between
+consecutive runs on this shared machine.
 
 Writes the record (`test_suite.json`: per run the command, wall seconds, passed / failed /
 skipped, the load averages, the slowest tests; a run of one kind replaces the record's
@@ -32,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import shutil
+import statistics
 import textwrap
 import time
 import xml.etree.ElementTree as ET
@@ -146,6 +152,31 @@ def run(name: str, selection: list[str], work: Path, quick: bool) -> dict:
             "slowest": [{"s": round(t, 1), "test": test} for t, test in slowest[:15]]}
 
 
+def wall(r: dict) -> str:
+    """The run's wall time; for repeated runs the median, the minimum and every run's."""
+    walls = r.get("walls", [r["wall_s"]])
+    if len(walls) == 1:
+        return f"{r['wall_s']:.0f} s"
+    return (f"{r['wall_s']:.0f} s (median of {len(walls)}; min {min(walls):.0f} s; runs "
+            + ", ".join(f"{w:.0f}" for w in walls) + ")")
+
+
+def combined(runs: list[dict]) -> dict:
+    """One record of repeated runs of a kind: the median run's details (its slowest tests),
+    `wall_s` the median wall time, `walls` every run's, the first start's load and the last
+    end's; the counts and the exit code of the worst run."""
+    by_wall = sorted(runs, key=lambda r: r["wall_s"])
+    out = dict(by_wall[(len(runs) - 1) // 2])
+    out.update(wall_s=round(statistics.median(r["wall_s"] for r in runs), 1),
+               walls=[r["wall_s"] for r in runs], exit_code=max(r["exit_code"] for r in runs),
+               date=runs[0]["date"], load_before=runs[0]["load_before"], load_after=runs[-1]["load_after"],
+               failures=sorted({f for r in runs for f in r["failures"]}))
+    for key in ("failed", "skipped"):
+        out[key] = max(r[key] for r in runs)
+    out["passed"] = min(r["passed"] for r in runs)
+    return out
+
+
 def minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} minutes" if seconds >= 120 else f"{seconds:.0f} s"
 
@@ -168,7 +199,7 @@ def page(record: dict) -> str:
     for r in record["runs"]:
         lines.append(f"| {r['name']} | {r['date']} | {r['commit']} | {machine(r)} | `{r['command']}` | "
                      f"{r['passed']} / {r['failed']} / {r['skipped']} | {r.get('caches', 'not recorded')} | "
-                     f"{r['wall_s']:.0f} s | {loads(r)} |")
+                     f"{wall(r)} | {loads(r)} |")
     for r in record["runs"]:
         if not r["slowest"]:
             continue
@@ -206,6 +237,8 @@ def docs_section(record: dict) -> str:
                f"kernels emptied), the fast subset took {runs['fast-cold']['wall_s']:.0f} s "
                f"({minutes(runs['fast-cold']['wall_s'])}), load average {loads(runs['fast-cold'])}."
                if "fast-cold" in runs else "")
+            + (f" Repeated runs (`--repeat`) give the median; their minimum and every run's time "
+               "are in the record." if any(len(r.get("walls", ())) > 1 for r in runs.values()) else "")
             + (f" The README's install step took {runs['install']['wall_s']:.0f} s."
                if "install" in runs else ""))
 
@@ -218,15 +251,20 @@ def replace_marked(path: Path, text: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="fast,full", help="comma-separated: fast, full")
+    ap.add_argument("--only", default="fast,full", help="comma-separated: fast, full, install; "
+                    "fast-cold, full-cold: that selection with the caches empty")
     ap.add_argument("--out", default=None, help="default benchmarks/results/test_suite.md")
     ap.add_argument("--pages", action="store_true", help="write README.md and docs/benchmarks.md "
                     "from the record (no test run)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: tests/unit/test_prox.py as "
                     "each run, the record in a temporary directory unless --out names one")
     ap.add_argument("--cold", action="store_true", help="empty the JAX test cache and numba's kernel "
-                    "cache before the first run, as on a fresh clone")
+                    "cache before each run, as on a fresh clone")
+    ap.add_argument("--repeat", type=int, default=1, help="run the selections N times in turn and "
+                    "record each kind's median (default 1)")
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error(f"--repeat: {args.repeat} is not a count of runs (1 or more)")
     results = Path(tempfile.mkdtemp(prefix="fco-bench-")) if args.quick else RESULTS
     out = Path(args.out) if args.out else results / "test_suite.md"
     if args.pages:
@@ -236,22 +274,28 @@ def main() -> int:
         print(readme_sentence(record))
         return 0
     names = [n for n in args.only.split(",") if n]
-    if set(names) - set(RUNS):
-        ap.error(f"--only: {sorted(set(names) - set(RUNS))} not in {sorted(RUNS)}")
+    allowed = [*RUNS, *(f"{n}-cold" for n, sel in RUNS.items() if sel is not None)]
+    if set(names) - set(allowed):
+        ap.error(f"--only: {sorted(set(names) - set(allowed))} not in {allowed}")
+    if args.cold:
+        names = [f"{n}-cold" if RUNS[n] is not None else n for n in names]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     record = {"date": _dt.datetime.now().isoformat(timespec="minutes"), "commit": commit,
               "cpus": os.cpu_count(), "command": "python benchmarks/test_suite.py " + " ".join(sys.argv[1:]),
               "runs": []}
+    done: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as work:
-        for name in names:
-            started = _dt.datetime.now().isoformat(timespec="minutes")
-            with cold_caches(Path(tempfile.mkdtemp(dir=work))) if args.cold else contextlib.nullcontext():
-                result = run(name, RUNS[name], Path(work), args.quick)
-            if args.cold and RUNS[name] is not None:
-                result["name"] = f"{name}-cold"  # kept beside the warm run of its kind
-            record["runs"].append({"date": started, "commit": commit, "cpus": os.cpu_count(),
-                                   "cpu": cpu_model(), **result})
+        for _ in range(args.repeat):
+            for name in names:
+                kind, cold = name.removesuffix("-cold"), name.endswith("-cold")
+                started = _dt.datetime.now().isoformat(timespec="minutes")
+                with cold_caches(Path(tempfile.mkdtemp(dir=work))) if cold else contextlib.nullcontext():
+                    result = run(kind, RUNS[kind], Path(work), args.quick)
+                result["name"] = name  # a cold run is kept beside the warm run of its kind
+                done.setdefault(name, []).append({"date": started, "commit": commit, "cpus": os.cpu_count(),
+                                                  "cpu": cpu_model(), **result})
+    record["runs"] = [combined(runs) for runs in done.values()]
     if out.with_suffix(".json").is_file():  # the latest run of each kind is kept
         kept = json.loads(out.with_suffix(".json").read_text())["runs"]
         made = {r["name"] for r in record["runs"]}
