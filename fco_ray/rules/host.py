@@ -119,7 +119,7 @@ def member_outputs(rule, problem_rule, state: dict, hyper: dict) -> tuple[dict, 
     if not (isinstance(rule, Static) and isinstance(problem_rule, Static)):
         return host((rule.output(problem_rule, state, hyper), rule.extra_outputs(problem_rule, state, hyper)))
     lift = lambda tree: jax.tree_util.tree_map(lambda v: np.asarray(v)[None], tree)  # noqa: E731
-    out = _shared(rule, detached(problem_rule)).outputs(lift(state), lift(hyper))
+    out = pieces(rule, problem_rule).outputs(lift(state), lift(hyper))
     return jax.tree_util.tree_map(lambda v: np.array(v)[0], out)
 
 
