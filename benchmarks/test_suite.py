@@ -1,5 +1,5 @@
-"""How long the test suite takes: the README's fast subset and the whole suite, each run once
-with pytest, timed, with the machine's load average before and after.
+"""How long the test suite takes: the README's fast subset and the whole suite, each run with
+pytest (once, or `--repeat N` times), timed, with the machine's load average before and after.
 
     .venv/bin/python benchmarks/test_suite.py [--only fast,full,install] [--cold] [--repeat N] [--out benchmarks/results/test_suite.md]
     .venv/bin/python benchmarks/test_suite.py --only fast-cold,fast --repeat 3   # cold and warm, interleaved
@@ -41,7 +41,6 @@ import statistics
 import textwrap
 import time
 import xml.etree.ElementTree as ET
-from contextlib import contextmanager
 from pathlib import Path
 from benchmarks.device_metrics import cpu_model
 from fco_ray.runtime.files import write_file
@@ -77,7 +76,7 @@ def caches() -> str:
         ("JAX warm, numba cold" if jax else "numba warm, JAX cold")
 
 
-@contextmanager
+@contextlib.contextmanager
 def cold_caches(aside: Path):
     """The run inside starts with the caches empty, as on a fresh clone: their files are moved
     into `aside`, and moved back afterwards over what the run wrote (numba's index and kernel
@@ -237,7 +236,7 @@ def docs_section(record: dict) -> str:
                f"kernels emptied), the fast subset took {runs['fast-cold']['wall_s']:.0f} s "
                f"({minutes(runs['fast-cold']['wall_s'])}), load average {loads(runs['fast-cold'])}."
                if "fast-cold" in runs else "")
-            + (f" Repeated runs (`--repeat`) give the median; their minimum and every run's time "
+            + (" Repeated runs (`--repeat`) give the median; their minimum and every run's time "
                "are in the record." if any(len(r.get("walls", ())) > 1 for r in runs.values()) else "")
             + (f" The README's install step took {runs['install']['wall_s']:.0f} s."
                if "install" in runs else ""))
