@@ -17,10 +17,9 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # one thread of BLAS and XLA per worker process: the workers already fill the cores, and
     # two workers each running two BLAS threads on 2 cores only contend (set before NumPy loads;
-    # the processes a test starts inherit it)
+    # the processes a test starts inherit it; XLA's in `session_xla_flags`)
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
-    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
 
 # JAX's persistent compilation cache for the tests (and the processes they start): the
 # device tests compile the same programs at every run, and a warm cache takes most of that
@@ -101,9 +100,33 @@ def prune_jax_cache(folder: Path, limit: int = JAX_CACHE_BYTES) -> int:
     return gone
 
 
+def session_xla_flags(config) -> str:
+    """XLA_FLAGS for a process that runs tests (and the processes they start), unless set:
+    - in a worker, one thread for XLA's CPU pool (as for BLAS above);
+    - where the session leaves out the slow tests (`-m "not slow ..."`, the fast subset), LLVM's
+      optimization level 0 instead of 3: the fast tests run a few rounds on small problems, and
+      compiling their ~900 programs is most of their cost where the cache is cold, as on a fresh
+      clone (the fast subset 153 -> 125 s on 2 cores; warm 74-88 s either way). The slow tests
+      run long compiled loops, which level 0 runs about 2x slower (the E5 claims 9 -> 16 s), so
+      a session with them keeps XLA's default. The programs are the same rules through the
+      same XLA passes; LLVM's code differs in speed and, in a few functions (tanh, sin), in the
+      last bit, which the tests' tolerances hold. fco-ray itself compiles at the default level."""
+    from _pytest.mark.expression import Expression
+
+    flags = ["--xla_cpu_multi_thread_eigen=false"] if hasattr(config, "workerinput") else []
+    markexpr = config.getoption("markexpr", "")
+    if markexpr and not Expression.compile(markexpr).evaluate(lambda name, **kw: name == "slow"):
+        flags.append("--xla_backend_optimization_level=0")
+    return " ".join(flags)
+
+
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controller (or a run without workers)
         prune_jax_cache(Path(os.environ["JAX_COMPILATION_CACHE_DIR"]))
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        flags = session_xla_flags(config)  # (before the test modules load JAX)
+        if flags:
+            os.environ.setdefault("XLA_FLAGS", flags)
     check_loadgroup(config)
 
 

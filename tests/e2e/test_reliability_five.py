@@ -243,6 +243,26 @@ def test_auto_survives_xla_flags_that_abort_jax(monkeypatch, capsys):
     assert list(xla._PROBED) == ["--xla_bogus_flag=1"]
 
 
+def test_flags_a_probe_accepted_are_not_probed_again_in_the_processes_started_with_them():
+    """A probe starts JAX (0.7 s on 2 cores): a process whose XLA_FLAGS a probe accepted
+    records them in the environment, and the processes it starts with the same flags (a
+    sweep's Ray workers and trials) skip the probe. Other flags are still probed:
+    `test_a_process_with_xla_flags_that_abort_jax_survives_loading_fco_ray` starts one with
+    bogus flags from this process, which recorded its own."""
+    import subprocess
+
+    flags = "--xla_cpu_multi_thread_eigen=false --xla_backend_optimization_level=1"
+    child = "import fco_ray.runtime.xla as x; print(list(x._PROBED))"
+    code = ("import os, subprocess, sys; import fco_ray.runtime.xla as x; "
+            "print(list(x._PROBED)); print(os.environ.get(x.SCREENED)); "
+            f"print(subprocess.run([sys.executable, '-c', {child!r}], capture_output=True, text=True).stdout.strip())")
+    env = {k: v for k, v in os.environ.items() if k != "FCO_RAY_XLA_FLAGS_SCREENED"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**env, "XLA_FLAGS": flags}, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == [repr([flags]), flags, "[]"]
+
+
 RUN_JAX_CPU = ("problem: {name: lasso, clients: 4, samples_per_client: 8, dim: 6, support: 2}\n"
                "algorithm: {name: fedavg, clients_per_round: 2}\nrounds: 2\n"
                "backend: {name: local, device: DEVICE}\n")

@@ -8,7 +8,8 @@ What in the environment can stop JAX, and how each is answered:
 - `XLA_FLAGS` holding a flag XLA does not know: XLA aborts the whole process when its first
   backend starts ("Unknown flag in XLA_FLAGS"), so no try/except can catch it. Such flags
   are tried once per process and value in a fresh subprocess (`_xla_flags_trouble`), unless
-  JAX already runs here (the flags were then read and accepted).
+  JAX already runs here (the flags were then read and accepted) or the process that started
+  this one tried them (`fco_ray.runtime.xla.known_good`).
 
 `jax_trouble(device)` says which, in one line (None: nothing found); `jax_device` and
 `_jax` turn it into the ConfigError naming `backend.device`, the device asked for and the
@@ -27,7 +28,7 @@ from . import DEVICES
 INSTALL = "install the GPU extra: pip install -e '.[gpu]'"
 
 from ...runtime import xla
-from ...runtime.xla import _SAFE_FLAGS, ONE_THREAD, _xla_flags_trouble  # noqa: F401 (re-exported)
+from ...runtime.xla import ONE_THREAD, _xla_flags_trouble, known_good  # noqa: F401 (re-exported)
 
 def _platforms(device: str) -> set[str]:
     return {"cuda", "gpu"} if device == "cuda" else {"cpu"}
@@ -65,7 +66,7 @@ def jax_trouble(device: str = "jax-cpu") -> str | None:
     if xla.DROPPED is not None:  # removed by xla.screen() at `import fco_ray`
         return xla.DROPPED[1]
     flags = os.environ.get("XLA_FLAGS", "").strip()
-    if flags not in _SAFE_FLAGS and not _jax_running():
+    if not known_good(flags) and not _jax_running():
         return _xla_flags_trouble(flags)
     return None
 
