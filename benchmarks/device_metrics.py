@@ -33,7 +33,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
 import numpy as np  # noqa: E402
 from fco_ray.runtime.files import write_file  # noqa: E402
 
-from benchmarks.machine import cpu_model  # noqa: E402,F401  (test_suite.py imports it from here)
+from benchmarks.machine import cpu_model  # noqa: E402
 
 FULL = {"problem": {"name": "bilinear_l1", "n": 150, "m": 300, "clients": 40, "data_seed": 0},
         "G": 16, "rounds": 60}

@@ -42,7 +42,7 @@ import textwrap
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from benchmarks.device_metrics import cpu_model
+from benchmarks.machine import cpu_model
 from fco_ray.runtime.files import write_file
 from fco_ray.tracking.template import template_dir
 

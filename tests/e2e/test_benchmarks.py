@@ -78,6 +78,25 @@ def test_every_benchmark_has_a_smoke_run():
         assert f"def {name}(" in (ROOT / path).read_text(), where
 
 
+#: the scripts that time the test suite: the pytest they start inherits their environment
+SUITE_TIMERS = ("test_suite", "suite_profile", "suite_processes")
+
+
+def test_the_suite_timers_leave_the_environment_to_the_tests():
+    """tests/conftest.py sets XLA_FLAGS and the thread counts per session unless they are set:
+    a timer that set them on import (test_suite.py imported device_metrics.py's cpu_model, and
+    with it one thread for XLA and BLAS) timed the fast subset without its XLA flags."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("XLA_FLAGS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    code = ("import os; before = dict(os.environ); "
+            + "; ".join(f"import benchmarks.{name}" for name in SUITE_TIMERS)
+            + "; print(sorted(k for k in {*before, *os.environ} if before.get(k) != os.environ.get(k)))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(LOCAL))
 def test_benchmark_quick(script, tmp_path):
