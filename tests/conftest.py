@@ -105,8 +105,8 @@ def session_xla_flags(config) -> str:
     - in a worker, one thread for XLA's CPU pool (as for BLAS above);
     - where the session leaves out the slow tests (`-m "not slow ..."`, the fast subset), LLVM's
       optimization level 0 instead of 3: the fast tests run a few rounds on small problems, and
-      compiling their ~900 programs is most of their cost where the cache is cold, as on a fresh
-      clone (the fast subset 153 -> 125 s on 2 cores; warm 74-88 s either way). The slow tests
+      compiling their ~620 programs is most of their cost where the cache is cold, as on a fresh
+      clone (the fast subset 153 -> 125-135 s on 2 cores; warm 74-88 s either way). The slow tests
       run long compiled loops, which level 0 runs about 2x slower (the E5 claims 9 -> 16 s), so
       a session with them keeps XLA's default. The programs are the same rules through the
       same XLA passes; LLVM's code differs in speed and, in a few functions (tanh, sin), in the
@@ -115,8 +115,10 @@ def session_xla_flags(config) -> str:
 
     flags = ["--xla_cpu_multi_thread_eigen=false"] if hasattr(config, "workerinput") else []
     markexpr = config.getoption("markexpr", "")
-    if markexpr and not Expression.compile(markexpr).evaluate(lambda name, **kw: name == "slow"):
-        flags.append("--xla_backend_optimization_level=0")
+    if markexpr:  # does it select a slow test, with its other marks all set or none (`-m ray`: yes)?
+        selects = Expression.compile(markexpr).evaluate
+        if not any(selects(lambda name, others=others, **kw: name == "slow" or others) for others in (False, True)):
+            flags.append("--xla_backend_optimization_level=0")
     return " ".join(flags)
 
 
