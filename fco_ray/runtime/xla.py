@@ -5,9 +5,9 @@ try/except catches, and fco_ray's rule modules may start it on import. `screen()
 a fresh subprocess, once per process and value; flags that stop XLA are removed from this
 process's environment (so JAX loads with its defaults) and recorded in `DROPPED`: `device:
 auto` then runs the NumPy engine with a note, and `jax-cpu` / `cuda` are refused naming
-them (fco_ray/backends/device/environment.py). Flags that JAX started with are recorded in
-the environment (`SCREENED`), so the processes this one starts with them (a sweep's Ray
-workers and trials, a command) skip the probe: 0.7 s of starting JAX each on 2 cores.
+them (fco_ray/backends/device/environment.py). Flags a probe accepted are recorded in the
+environment (`SCREENED`), so the processes this one starts with them (a sweep's Ray workers
+and trials, a command) skip the probe: 0.7 s of starting JAX each on 2 cores.
 Light: no JAX, no NumPy."""
 from __future__ import annotations
 
